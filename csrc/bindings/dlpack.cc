@@ -1,0 +1,126 @@
+// DLPack capsules in both directions.
+//
+// Export: a "dltensor" capsule over memory that a Python object owns (a
+// response, a numpy array...); the capsule keeps that owner alive until the
+// consumer calls the deleter. Import: a capsule from any producer becomes a
+// plain description plus a keeper object that calls the producer's deleter
+// when it dies; the capsule is renamed "used_dltensor" as the protocol asks.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <vector>
+
+#include "bindings/gil.h"
+#include "dlpack/dlpack.h"
+
+namespace py = pybind11;
+
+namespace tritonpy {
+namespace {
+
+constexpr const char* kCapsuleName = "dltensor";
+constexpr const char* kUsedCapsuleName = "used_dltensor";
+
+struct ExportContext {
+  DLManagedTensor managed{};
+  std::vector<int64_t> shape;
+  PyObject* owner = nullptr;
+};
+
+void DeleteExport(DLManagedTensor* self) {
+  auto* ctx = static_cast<ExportContext*>(self->manager_ctx);
+  {
+    // Consumers may call the deleter from any thread, with or without the GIL.
+    GilFromAnyThread gil;
+    if (gil.held()) Py_XDECREF(ctx->owner);
+  }
+  delete ctx;
+}
+
+// Called when an unconsumed capsule is garbage collected.
+void CapsuleDestructor(PyObject* capsule) {
+  if (PyCapsule_IsValid(capsule, kCapsuleName)) {
+    auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, kCapsuleName));
+    if (managed != nullptr && managed->deleter != nullptr) managed->deleter(managed);
+  }
+}
+
+py::capsule ToDlpack(uintptr_t data, const std::vector<int64_t>& shape, int code, int bits,
+                     int device_type, int device_id, py::object owner) {
+  auto* ctx = new ExportContext();
+  ctx->shape = shape;
+  ctx->owner = owner.release().ptr();
+  DLTensor& t = ctx->managed.dl_tensor;
+  t.data = reinterpret_cast<void*>(data);
+  t.device = DLDevice{static_cast<DLDeviceType>(device_type), device_id};
+  t.ndim = static_cast<int32_t>(ctx->shape.size());
+  t.dtype = DLDataType{static_cast<uint8_t>(code), static_cast<uint8_t>(bits), 1};
+  t.shape = ctx->shape.data();
+  t.strides = nullptr;  // compact row-major
+  t.byte_offset = 0;
+  ctx->managed.manager_ctx = ctx;
+  ctx->managed.deleter = &DeleteExport;
+  PyObject* capsule = PyCapsule_New(&ctx->managed, kCapsuleName, &CapsuleDestructor);
+  if (capsule == nullptr) {
+    DeleteExport(&ctx->managed);
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::capsule>(capsule);
+}
+
+// Owns an imported DLManagedTensor; its deleter runs when this object dies.
+class DlpackKeeper {
+ public:
+  explicit DlpackKeeper(DLManagedTensor* managed) : managed_(managed) {}
+  ~DlpackKeeper() {
+    if (managed_ != nullptr && managed_->deleter != nullptr) managed_->deleter(managed_);
+  }
+  DlpackKeeper(const DlpackKeeper&) = delete;
+  DlpackKeeper& operator=(const DlpackKeeper&) = delete;
+
+ private:
+  DLManagedTensor* managed_;
+};
+
+py::dict FromDlpack(py::capsule capsule) {
+  PyObject* raw = capsule.ptr();
+  if (!PyCapsule_IsValid(raw, kCapsuleName)) {
+    throw py::value_error(
+        "expected an unused 'dltensor' DLPack capsule (a capsule can be consumed once)");
+  }
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(raw, kCapsuleName));
+  const DLTensor& t = managed->dl_tensor;
+  py::list shape, strides;
+  for (int32_t i = 0; i < t.ndim; ++i) shape.append(t.shape[i]);
+  py::object py_strides = py::none();
+  if (t.strides != nullptr) {
+    for (int32_t i = 0; i < t.ndim; ++i) strides.append(t.strides[i]);
+    py_strides = strides;
+  }
+  py::dict out;
+  out["data_ptr"] = reinterpret_cast<uintptr_t>(t.data) + t.byte_offset;
+  out["shape"] = py::tuple(shape);
+  out["strides"] = py_strides;
+  out["code"] = static_cast<int>(t.dtype.code);
+  out["bits"] = static_cast<int>(t.dtype.bits);
+  out["lanes"] = static_cast<int>(t.dtype.lanes);
+  out["device_type"] = static_cast<int>(t.device.device_type);
+  out["device_id"] = static_cast<int>(t.device.device_id);
+  // Take ownership: rename first so the capsule destructor leaves it alone.
+  if (PyCapsule_SetName(raw, kUsedCapsuleName) != 0) throw py::error_already_set();
+  out["keeper"] = py::cast(std::make_shared<DlpackKeeper>(managed));
+  return out;
+}
+
+}  // namespace
+
+void RegisterDlpack(py::module_& m) {
+  py::class_<DlpackKeeper, std::shared_ptr<DlpackKeeper>>(m, "DlpackKeeper");
+  m.def("to_dlpack", &ToDlpack, py::arg("data_ptr"), py::arg("shape"), py::arg("code"),
+        py::arg("bits"), py::arg("device_type"), py::arg("device_id"), py::arg("owner"),
+        "A 'dltensor' capsule over memory kept alive by `owner`.");
+  m.def("from_dlpack", &FromDlpack, py::arg("capsule"),
+        "Consume a 'dltensor' capsule: its description and a keeper that frees it.");
+}
+
+}  // namespace tritonpy

@@ -1,0 +1,30 @@
+// tritonserver._c.triton_bindings: registers each C object family; nothing
+// else lives here.
+#include <pybind11/pybind11.h>
+
+#include "bindings/errors.h"
+#include "core_api.h"
+
+namespace py = pybind11;
+
+namespace tritonpy {
+void RegisterCore(py::module_& m);
+void RegisterDlpack(py::module_& m);
+void RegisterEnums(py::module_& m);
+void RegisterRequest(py::module_& m);
+void RegisterResponse(py::module_& m);
+void RegisterServer(py::module_& m);
+void RegisterServerOptions(py::module_& m);
+}  // namespace tritonpy
+
+PYBIND11_MODULE(triton_bindings, m) {
+  m.doc() = "Thin binding over the Triton Inference Server C API.";
+  tritonpy::RegisterErrors(m);
+  tritonpy::RegisterEnums(m);
+  tritonpy::RegisterCore(m);
+  tritonpy::RegisterServerOptions(m);
+  tritonpy::RegisterServer(m);
+  tritonpy::RegisterResponse(m);
+  tritonpy::RegisterRequest(m);
+  tritonpy::RegisterDlpack(m);
+}

@@ -1,0 +1,95 @@
+"""tritonserver: the Triton Inference Server, embedded in your Python process.
+
+Start a server on a model repository, then infer::
+
+    import numpy as np
+    import tritonserver
+
+    with tritonserver.Server(model_repository="/path/to/models") as server:
+        model = server.model("identity_fp32")
+        for response in model.infer(inputs={"INPUT0": np.arange(4, dtype=np.float32)}):
+            print(np.from_dlpack(response.outputs["OUTPUT0"]))
+
+The core (libtritonserver) is found at start; ``python -m tritonserver
+install-core`` installs one from PyPI without touching your environment.
+"""
+
+from importlib import metadata as _metadata
+
+from tritonserver._enums import (
+    DataType,
+    InstanceGroupKind,
+    LogFormat,
+    MemoryType,
+    MetricFormat,
+    ModelBatchFlag,
+    ModelControlMode,
+    ModelTxnPropertyFlag,
+    RateLimitMode,
+)
+from tritonserver._errors import (
+    AlreadyExistsError,
+    CancelledError,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    TritonError,
+    UnavailableError,
+    UnknownError,
+    UnsupportedError,
+)
+from tritonserver._memory import MemoryAllocator
+from tritonserver._model import Model
+from tritonserver._options import ModelLoadDeviceLimit, Options, RateLimiterResource
+from tritonserver._request import InferenceRequest
+from tritonserver._response import AsyncResponseIterator, InferenceResponse, ResponseIterator
+from tritonserver._server import Server
+from tritonserver._tensor import MemoryBuffer, Tensor
+
+try:
+    __version__ = _metadata.version("tritonserver")
+except _metadata.PackageNotFoundError:  # running from a source tree
+    __version__ = "0+unknown"
+
+
+def example_model_repository() -> str:
+    """Path of the example model repository shipped with the package."""
+    import os
+
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "example_models")
+
+
+__all__ = [
+    "__version__",
+    "AlreadyExistsError",
+    "AsyncResponseIterator",
+    "CancelledError",
+    "DataType",
+    "InferenceRequest",
+    "InferenceResponse",
+    "InstanceGroupKind",
+    "InternalError",
+    "InvalidArgumentError",
+    "LogFormat",
+    "MemoryAllocator",
+    "MemoryBuffer",
+    "MemoryType",
+    "MetricFormat",
+    "Model",
+    "ModelBatchFlag",
+    "ModelControlMode",
+    "ModelLoadDeviceLimit",
+    "ModelTxnPropertyFlag",
+    "NotFoundError",
+    "Options",
+    "RateLimitMode",
+    "RateLimiterResource",
+    "ResponseIterator",
+    "Server",
+    "Tensor",
+    "TritonError",
+    "UnavailableError",
+    "UnknownError",
+    "UnsupportedError",
+    "example_model_repository",
+]

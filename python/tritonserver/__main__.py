@@ -1,0 +1,37 @@
+"""``python -m tritonserver``: install a core, show versions, run a demo."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional, Sequence
+
+
+def _demo() -> int:
+    import numpy as np
+
+    import tritonserver
+
+    repo = tritonserver.example_model_repository()
+    with tritonserver.Server(model_repository=repo) as server:
+        print(f"Triton {server.metadata()['version']} in-process; models:",
+              sorted(name for name, _ in server.models()))
+        a = np.arange(1, 5, dtype=np.float32)
+        b = np.full(4, 10, dtype=np.float32)
+        response = next(server.model("add_sub_fp32").infer(inputs={"INPUT0": a, "INPUT1": b}))
+        print("add_sub_fp32:", a, "+/-", b)
+        print("  OUTPUT0 (sum) =", np.from_dlpack(response.outputs["OUTPUT0"]))
+        print("  OUTPUT1 (diff)=", np.from_dlpack(response.outputs["OUTPUT1"]))
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["demo"]:
+        return _demo()
+    from tritonserver._core.cli import main as core_main
+
+    return core_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

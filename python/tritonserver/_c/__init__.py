@@ -1,0 +1,1 @@
+"""The compiled binding (``triton_bindings``); private to the package."""

@@ -1,0 +1,53 @@
+"""Public enums, built from the binding's tables of the C enums.
+
+Each value is written once, in csrc/bindings/enums.cc; a test checks that the
+tables cover every value of the C header.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from tritonserver._c import triton_bindings as _bindings
+
+_TABLES = _bindings.enum_tables()
+
+
+def _make(name: str, flag: bool = False) -> type:
+    base = enum.IntFlag if flag else enum.IntEnum
+    return base(name, _TABLES[name], module=__name__)
+
+
+DataType = _make("DataType")
+MemoryType = _make("MemoryType")
+ParameterType = _make("ParameterType")
+InstanceGroupKind = _make("InstanceGroupKind")
+LogLevel = _make("LogLevel")
+LogFormat = _make("LogFormat")
+ErrorCode = _make("ErrorCode")
+MetricFormat = _make("MetricFormat")
+RequestFlag = _make("RequestFlag", flag=True)
+ModelBatchFlag = _make("ModelBatchFlag", flag=True)
+ModelIndexFlag = _make("ModelIndexFlag", flag=True)
+ModelTxnPropertyFlag = _make("ModelTxnPropertyFlag", flag=True)
+ModelControlMode = _make("ModelControlMode")
+RateLimitMode = _make("RateLimitMode")
+
+RESPONSE_COMPLETE_FINAL: int = _TABLES["ResponseCompleteFlag"]["FINAL"]
+
+__all__ = [
+    "DataType",
+    "MemoryType",
+    "ParameterType",
+    "InstanceGroupKind",
+    "LogLevel",
+    "LogFormat",
+    "ErrorCode",
+    "MetricFormat",
+    "RequestFlag",
+    "ModelBatchFlag",
+    "ModelIndexFlag",
+    "ModelTxnPropertyFlag",
+    "ModelControlMode",
+    "RateLimitMode",
+]

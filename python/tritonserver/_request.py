@@ -1,0 +1,115 @@
+"""InferenceRequest: what to send, turned into a core request at send time."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from tritonserver._c import triton_bindings as _bindings
+from tritonserver._errors import InvalidArgumentError, TritonError
+from tritonserver._tensor import Tensor, parse_device
+
+if TYPE_CHECKING:
+    from tritonserver._memory import MemoryAllocator
+    from tritonserver._model import Model
+
+_UINT64_MAX = (1 << 64) - 1
+
+
+@dataclass
+class InferenceRequest:
+    """An inference request for one model.
+
+    ``inputs`` maps input names to Tensors, numpy arrays, DLPack producers,
+    lists or scalars; lists and scalars take the model's declared data type.
+    Input data is referenced in place until the core releases the request.
+    ``timeout`` is in microseconds (0: none). ``priority`` 0 is the model's
+    default. ``correlation_id`` may be an int or a str.
+    """
+
+    model: "Model"
+    request_id: Optional[str] = None
+    flags: int = 0
+    correlation_id: Optional[Union[int, str]] = None
+    priority: int = 0
+    timeout: int = 0
+    inputs: dict[str, Any] = field(default_factory=dict)
+    parameters: dict[str, Union[str, int, bool, float]] = field(default_factory=dict)
+    output_memory_type: Optional[Any] = None
+    output_memory_allocator: Optional["MemoryAllocator"] = None
+    response_queue: Optional[Union[queue.SimpleQueue, asyncio.Queue]] = None
+
+    def _create_c_request(self) -> Any:
+        """The core request, filled from this object (validated first)."""
+        model = self.model
+        request = _bindings.InferenceRequest(model._server._handle(), model.name, model.version)
+        if self.request_id is not None:
+            _check_type("request_id", self.request_id, str)
+            request.set_id(self.request_id)
+        _check_uint("flags", self.flags, 32)
+        if self.flags:
+            request.set_flags(self.flags)
+        if self.correlation_id is not None:
+            if isinstance(self.correlation_id, str):
+                request.set_correlation_id_string(self.correlation_id)
+            else:
+                _check_uint("correlation_id", self.correlation_id, 64)
+                request.set_correlation_id(self.correlation_id)
+        _check_uint("priority", self.priority, 64)
+        if self.priority:
+            request.set_priority(self.priority)
+        _check_uint("timeout", self.timeout, 64)
+        if self.timeout:
+            request.set_timeout_microseconds(self.timeout)
+        for key, value in self.parameters.items():
+            _set_parameter(request, key, value)
+        if self.output_memory_type is not None:
+            parse_device(self.output_memory_type)  # validated; host memory is what we allocate
+        if self.output_memory_allocator is not None:
+            raise InvalidArgumentError("output_memory_allocator is not supported yet")
+        if not isinstance(self.inputs, dict):
+            raise InvalidArgumentError("inputs must be a dict of name to tensor")
+        declared = model._input_datatypes()
+        for name, value in self.inputs.items():
+            if not isinstance(name, str):
+                raise InvalidArgumentError(f"input names must be str, not {type(name).__name__}")
+            try:
+                tensor = Tensor._from_object(value, declared.get(name))
+            except TritonError:
+                raise
+            except (TypeError, ValueError, OverflowError) as e:
+                raise InvalidArgumentError(f"input '{name}': {e}") from None
+            request.add_input(name, int(tensor.data_type), list(tensor.shape), tensor.data_ptr,
+                              tensor.size, int(tensor.memory_type), tensor.memory_type_id,
+                              tensor.memory_buffer.owner)
+        return request
+
+
+def _check_type(name: str, value: Any, kind: type) -> None:
+    if not isinstance(value, kind):
+        raise InvalidArgumentError(f"{name} must be {kind.__name__}, not {type(value).__name__}")
+
+
+def _check_uint(name: str, value: Any, bits: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < (1 << bits):
+        raise InvalidArgumentError(f"{name} must be an int in [0, 2**{bits}), got {value!r}")
+
+
+def _set_parameter(request: Any, key: Any, value: Any) -> None:
+    if not isinstance(key, str):
+        raise InvalidArgumentError(f"parameter names must be str, not {type(key).__name__}")
+    if isinstance(value, bool):
+        request.set_bool_parameter(key, value)
+    elif isinstance(value, int):
+        if not -(1 << 63) <= value < (1 << 63):
+            raise InvalidArgumentError(f"parameter '{key}' does not fit in 64 bits")
+        request.set_int_parameter(key, value)
+    elif isinstance(value, str):
+        request.set_string_parameter(key, value)
+    elif isinstance(value, float):
+        request.set_double_parameter(key, value)
+    else:
+        raise InvalidArgumentError(
+            f"parameter '{key}' must be str, int, bool or float, not {type(value).__name__}")

@@ -1,0 +1,106 @@
+"""What a server needs from its environment: the core, our backends, the
+python backend's stub interpreter. Used by Server.start()."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from typing import Any
+
+from tritonserver._c import triton_bindings as _bindings
+from tritonserver._enums import ModelControlMode
+from tritonserver._errors import UnsupportedError
+
+_lock = threading.Lock()
+_core: Any = None
+
+
+def package_backends_dir() -> str:
+    """The folder holding this package's own backends (one subfolder each)."""
+    override = os.environ.get("TRITONSERVER_PACKAGE_BACKENDS")
+    return override or os.path.join(os.path.dirname(os.path.abspath(__file__)), "backends")
+
+
+def ensure_core_loaded() -> Any:
+    """Find the core and bind to it, once per process; returns its CoreInstall."""
+    global _core
+    with _lock:
+        if _core is None:
+            from tritonserver._core import find_core, load_core
+
+            core = find_core()  # raises CoreNotFoundError, saying where it looked
+            load_core(core)
+            _bindings.load_core(core.library)
+            _core = core
+        return _core
+
+
+def prepare_options(options: Any, core: Any, server_index: int) -> None:
+    """Fill the defaults that depend on the installation, on a private copy."""
+    from tritonserver._core import backend_directory
+
+    if options.backend_directory is None:
+        options.backend_directory = backend_directory(core, package_backends_dir())
+    if options.cache_directory is None and core.cache_dir:
+        options.cache_directory = core.cache_dir
+    config = {name: dict(settings) for name, settings in options.backend_configuration.items()}
+    # Python-backend stubs talk through shared memory regions named by this
+    # prefix: unique per process and server, so two never collide.
+    config.setdefault("python", {}).setdefault(
+        "shm-region-prefix-name", f"tritonserver_{os.getpid()}_{server_index}_")
+    options.backend_configuration = config
+    stub = _stub_environment(core)
+    if stub.usable:
+        stub.apply(os.environ)  # the stub is a child process: it inherits these
+    else:
+        for name in _models_loaded_at_start(options):
+            if _is_python_model(options, name):
+                raise UnsupportedError(_python_refusal(name, stub.reason))
+
+
+def check_model_loadable(options: Any, name: str) -> None:
+    """Refuse a python-backend model when its stub would corrupt tensors."""
+    if _core is None or not _is_python_model(options, name):
+        return
+    stub = _stub_environment(_core)
+    if not stub.usable:
+        raise UnsupportedError(_python_refusal(name, stub.reason))
+
+
+def _stub_environment(core: Any) -> Any:
+    from tritonserver._core import stub_environment
+
+    return stub_environment(core)
+
+
+def _python_refusal(name: str, reason: str) -> str:
+    return (f"model '{name}' uses the python backend, which cannot run correctly here: {reason}")
+
+
+_PYTHON_BACKEND = re.compile(r'^\s*backend\s*:\s*"python"', re.MULTILINE)
+
+
+def _is_python_model(options: Any, name: str) -> bool:
+    for repo in options._repositories():
+        folder = os.path.join(repo, name)
+        config = os.path.join(folder, "config.pbtxt")
+        if os.path.isfile(config):
+            with open(config, encoding="utf-8", errors="replace") as f:
+                if _PYTHON_BACKEND.search(f.read()):
+                    return True
+        elif os.path.isdir(folder) and any(
+                os.path.isfile(os.path.join(folder, v, "model.py")) for v in os.listdir(folder)
+                if os.path.isdir(os.path.join(folder, v))):
+            return True
+    return False
+
+
+def _models_loaded_at_start(options: Any) -> list[str]:
+    if options.model_control_mode == ModelControlMode.EXPLICIT and "*" not in options.startup_models:
+        return list(options.startup_models)
+    names = []
+    for repo in options._repositories():
+        if os.path.isdir(repo):
+            names.extend(n for n in sorted(os.listdir(repo)) if os.path.isdir(os.path.join(repo, n)))
+    return names

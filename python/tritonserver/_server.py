@@ -1,0 +1,161 @@
+"""Server: the in-process Triton server."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import time
+from typing import Any, Optional
+
+from tritonserver import _runtime
+from tritonserver._c import triton_bindings as _bindings
+from tritonserver._enums import MetricFormat, ModelIndexFlag
+from tritonserver._errors import InvalidArgumentError, UnavailableError
+from tritonserver._model import Model
+from tritonserver._options import Options
+
+_server_ids = itertools.count()
+
+
+class Server:
+    """An in-process Triton Inference Server.
+
+    ``Server(options)`` or ``Server(model_repository=..., ...)`` with the
+    fields of Options as keywords. Nothing happens until start(). Used as a
+    context manager, it starts on entry (if not started) and stops on exit.
+    """
+
+    def __init__(self, options: Optional[Options] = None, **kwargs: Any):
+        if options is not None and kwargs:
+            raise InvalidArgumentError("pass either an Options object or keyword arguments, not both")
+        if options is None:
+            try:
+                options = Options(**kwargs)
+            except TypeError as e:
+                raise InvalidArgumentError(str(e)) from None
+        elif not isinstance(options, Options):
+            raise InvalidArgumentError(f"options must be Options, not {type(options).__name__}")
+        self.options = options
+        self._server: Any = None
+
+    # ---- Lifecycle ---------------------------------------------------------------
+
+    def start(self, wait_until_ready: bool = False, polling_interval: float = 0.1,
+              timeout: Optional[float] = None) -> "Server":
+        """Start the server (loading models per the control mode)."""
+        if self._server is not None:
+            raise InvalidArgumentError("the server is already started")
+        options = dataclasses.replace(self.options)  # never mutate the caller's
+        options._validate()
+        core = _runtime.ensure_core_loaded()
+        _runtime.prepare_options(options, core, next(_server_ids))
+        c_options = _bindings.ServerOptions()
+        options._apply(c_options)
+        self._server = _bindings.Server(c_options)
+        if wait_until_ready:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not self.ready():
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise UnavailableError(f"the server was not ready within {timeout} s")
+                time.sleep(polling_interval)
+        return self
+
+    def stop(self) -> "Server":
+        """Stop the server and unload its models."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.stop()
+        return self
+
+    def __enter__(self) -> "Server":
+        if self._server is None:
+            self.start(wait_until_ready=True)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        try:
+            self.stop()
+        except Exception:
+            pass
+
+    # ---- Health and metadata -----------------------------------------------------------
+
+    def live(self) -> bool:
+        return self._server is not None and self._server.is_live()
+
+    def ready(self) -> bool:
+        return self._server is not None and self._server.is_ready()
+
+    def metadata(self) -> dict[str, Any]:
+        return json.loads(self._handle().metadata())
+
+    def metrics(self, metric_format: MetricFormat = MetricFormat.PROMETHEUS) -> str:
+        return self._handle().metrics(int(metric_format))
+
+    # ---- Models ---------------------------------------------------------------------
+
+    def model(self, model_name: str, model_version: int = -1) -> Model:
+        """A Model handle (not validated until used)."""
+        self._handle()
+        return Model(self, model_name, model_version)
+
+    def models(self, exclude_not_ready: bool = False) -> dict[tuple[str, int], Model]:
+        """Known models, keyed by (name, version)."""
+        flags = int(ModelIndexFlag.READY) if exclude_not_ready else 0
+        index = json.loads(self._handle().model_index(flags))
+        out = {}
+        for entry in index:
+            version = int(entry["version"]) if entry.get("version") else -1
+            model = Model(self, entry["name"], version, entry.get("state"), entry.get("reason"))
+            out[(model.name, model.version)] = model
+        return out
+
+    def load(self, model_name: str, parameters: Optional[dict[str, Any]] = None) -> Model:
+        """Load (or reload) a model; returns its handle."""
+        handle = self._handle()
+        _runtime.check_model_loadable(self.options, model_name)
+        params = []
+        for key, value in (parameters or {}).items():
+            if not isinstance(key, str) or not isinstance(value, (str, int, bool, bytes)):
+                raise InvalidArgumentError(
+                    f"load parameter {key!r}: names are str, values str, int, bool or bytes")
+            params.append((key, value))
+        handle.load_model(model_name, params)
+        return Model(self, model_name)
+
+    def unload(self, model: Any, unload_dependents: bool = False,
+               wait_until_unloaded: bool = False, polling_interval: float = 0.1,
+               timeout: Optional[float] = None) -> None:
+        """Unload a model (by name or Model)."""
+        name = model.name if isinstance(model, Model) else model
+        handle = self._handle()
+        handle.unload_model(name, unload_dependents)
+        if wait_until_unloaded:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while any(n == name and m.state not in ("UNAVAILABLE", None)
+                      for (n, _), m in self.models().items()):
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise UnavailableError(f"model '{name}' was not unloaded within {timeout} s")
+                time.sleep(polling_interval)
+
+    def poll_model_repository(self) -> None:
+        self._handle().poll_model_repository()
+
+    def register_model_repository(self, repository_path: str,
+                                  name_mapping: Optional[dict[str, str]] = None) -> None:
+        self._handle().register_model_repository(os.fspath(repository_path), name_mapping or {})
+
+    def unregister_model_repository(self, repository_path: str) -> None:
+        self._handle().unregister_model_repository(os.fspath(repository_path))
+
+    # ---- Internal --------------------------------------------------------------------
+
+    def _handle(self) -> Any:
+        if self._server is None:
+            raise InvalidArgumentError("the server is not started")
+        return self._server

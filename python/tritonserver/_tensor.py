@@ -1,0 +1,273 @@
+"""Tensor and MemoryBuffer: typed views of memory, exchanged through DLPack.
+
+A Tensor never copies on its own: outputs are views of the response's
+buffers (kept alive by ``memory_buffer.owner``), and inputs made from numpy
+arrays or DLPack producers reference the caller's memory in place. The only
+copies are the ones a representation change forces: a non-contiguous array
+is made contiguous, and BYTES elements are serialized to Triton's
+length-prefixed layout.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from tritonserver import _datatypes as dt
+from tritonserver._c import triton_bindings as _bindings
+from tritonserver._enums import DataType, MemoryType
+from tritonserver._errors import InvalidArgumentError, UnsupportedError
+
+_DLPACK_DEVICE_BY_MEMORY_TYPE = {
+    MemoryType.CPU: dt.DL_CPU,
+    MemoryType.CPU_PINNED: dt.DL_CUDA_HOST,
+    MemoryType.GPU: dt.DL_CUDA,
+}
+_MEMORY_TYPE_BY_DLPACK_DEVICE = {v: k for k, v in _DLPACK_DEVICE_BY_MEMORY_TYPE.items()}
+
+
+@dataclass
+class MemoryBuffer:
+    """A span of memory and the object that keeps it alive.
+
+    ``owner`` is whatever must stay referenced for ``data_ptr`` to stay valid:
+    a response, a numpy array, a DLPack keeper.
+    """
+
+    data_ptr: int
+    memory_type: MemoryType
+    memory_type_id: int
+    size: int
+    owner: Any
+
+    @staticmethod
+    def from_dlpack(owner: Any) -> "MemoryBuffer":
+        """A buffer over the memory of a contiguous DLPack producer."""
+        return _import_dlpack(owner)[1]
+
+    def _view(self) -> memoryview:
+        """Host bytes of this buffer (no copy)."""
+        if self.memory_type not in (MemoryType.CPU, MemoryType.CPU_PINNED):
+            raise UnsupportedError("this buffer is in GPU memory; copy it to the host first")
+        if self.size == 0:
+            return memoryview(b"")
+        return memoryview((ctypes.c_char * self.size).from_address(self.data_ptr)).cast("B")
+
+
+@dataclass
+class Tensor:
+    """A typed, shaped tensor over a MemoryBuffer, readable through DLPack."""
+
+    data_type: DataType
+    shape: Sequence[int]
+    memory_buffer: MemoryBuffer
+
+    @property
+    def data_ptr(self) -> int:
+        return self.memory_buffer.data_ptr
+
+    @property
+    def memory_type(self) -> MemoryType:
+        return self.memory_buffer.memory_type
+
+    @property
+    def memory_type_id(self) -> int:
+        return self.memory_buffer.memory_type_id
+
+    @property
+    def size(self) -> int:
+        """Size of the data in bytes."""
+        return self.memory_buffer.size
+
+    # ---- DLPack ---------------------------------------------------------------
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None,
+                   dl_device: Any = None, copy: Optional[bool] = None) -> Any:
+        if self.data_type == DataType.BYTES:
+            raise UnsupportedError(
+                "BYTES tensors have no DLPack form; use to_bytes_array() or to_string_array()")
+        if copy:
+            raise UnsupportedError("Tensor.__dlpack__ exports in place; copy=True is not supported")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise UnsupportedError("Tensor.__dlpack__ cannot move data to another device")
+        code, bits = dt.to_dlpack_dtype(self.data_type)
+        device_type, device_id = self.__dlpack_device__()
+        return _bindings.to_dlpack(self.data_ptr, list(self.shape), code, bits,
+                                   device_type, device_id, self.memory_buffer.owner)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        device = _DLPACK_DEVICE_BY_MEMORY_TYPE[MemoryType(self.memory_type)]
+        return (device, self.memory_type_id if device == dt.DL_CUDA else 0)
+
+    @staticmethod
+    def from_dlpack(obj: Any) -> "Tensor":
+        """A tensor over the memory of any DLPack producer (numpy, torch, cupy...)."""
+        desc, buffer = _import_dlpack(obj)
+        data_type = dt.from_dlpack_dtype(desc["code"], desc["bits"], desc["lanes"])
+        return Tensor(data_type, tuple(desc["shape"]), buffer)
+
+    # ---- BYTES ----------------------------------------------------------------
+
+    @staticmethod
+    def from_bytes_array(bytes_array: Any) -> "Tensor":
+        """A BYTES tensor from bytes or str elements (a list or numpy array)."""
+        array = np.asarray(bytes_array, dtype=object) if isinstance(bytes_array, list) else bytes_array
+        if not isinstance(array, np.ndarray):
+            raise InvalidArgumentError("from_bytes_array expects a list or a numpy array")
+        return _bytes_tensor(array)
+
+    @staticmethod
+    def from_string_array(string_array: Any) -> "Tensor":
+        """A BYTES tensor from str elements, encoded as UTF-8."""
+        return Tensor.from_bytes_array(string_array)
+
+    def to_bytes_array(self) -> np.ndarray:
+        """The elements of a BYTES tensor as a numpy object array of bytes."""
+        if self.data_type != DataType.BYTES:
+            raise InvalidArgumentError(f"to_bytes_array needs a BYTES tensor, not {DataType(self.data_type).name}")
+        count = int(np.prod(self.shape, dtype=np.int64)) if len(self.shape) else 1
+        items = _deserialize_bytes(self.memory_buffer._view(), count)
+        out = np.empty(len(items), dtype=object)
+        out[:] = items
+        return out.reshape(tuple(self.shape))
+
+    def to_string_array(self) -> np.ndarray:
+        """The elements of a BYTES tensor decoded as UTF-8 str."""
+        as_bytes = self.to_bytes_array()
+        out = np.empty(as_bytes.shape, dtype=object)
+        flat = out.reshape(-1)
+        for i, item in enumerate(as_bytes.reshape(-1)):
+            flat[i] = item.decode("utf-8")
+        return out
+
+    # ---- Devices --------------------------------------------------------------
+
+    def to_host(self) -> "Tensor":
+        """This tensor in host memory (itself when it already is)."""
+        if self.memory_type in (MemoryType.CPU, MemoryType.CPU_PINNED):
+            return self
+        raise UnsupportedError("copying from GPU memory to the host is not supported yet")
+
+    def to_device(self, device: Any) -> "Tensor":
+        """This tensor on `device` ("cpu", MemoryType.CPU, (MemoryType, id)...)."""
+        memory_type, _ = parse_device(device)
+        if memory_type in (MemoryType.CPU, MemoryType.CPU_PINNED):
+            return self.to_host()
+        raise UnsupportedError("moving tensors to GPU memory is not supported yet")
+
+    # ---- Conversions used by requests ------------------------------------------
+
+    @staticmethod
+    def _from_object(value: Any, data_type: Optional[DataType] = None) -> "Tensor":
+        """A tensor from a Tensor, numpy array, DLPack producer, list or scalar.
+
+        `data_type` (the model's declared type) is applied to lists and
+        scalars, which carry no dtype of their own; arrays keep theirs.
+        """
+        if isinstance(value, Tensor):
+            return value
+        if isinstance(value, np.ndarray):
+            return _numpy_tensor(value)
+        if hasattr(value, "__dlpack__"):
+            return Tensor.from_dlpack(value)
+        if data_type is not None and data_type not in (DataType.BYTES, DataType.BF16):
+            array = np.asarray(value, dtype=dt.to_numpy_dtype(data_type))
+        else:
+            array = np.asarray(value)
+        return _numpy_tensor(array)
+
+
+def parse_device(device: Any) -> tuple[MemoryType, int]:
+    """Every spelling of a device the API accepts, as (MemoryType, id)."""
+    if isinstance(device, str):
+        name, _, index = device.strip().lower().partition(":")
+        kinds = {"cpu": MemoryType.CPU, "cpu_pinned": MemoryType.CPU_PINNED,
+                 "gpu": MemoryType.GPU, "cuda": MemoryType.GPU}
+        if name not in kinds or (index and not index.isdigit()):
+            raise InvalidArgumentError(f"unknown device '{device}'")
+        return kinds[name], int(index or 0)
+    if isinstance(device, MemoryType):
+        return device, 0
+    if isinstance(device, tuple) and len(device) == 2:
+        kind, index = device
+        if isinstance(kind, MemoryType):
+            return kind, int(index)
+        if isinstance(kind, int) and kind in _MEMORY_TYPE_BY_DLPACK_DEVICE:
+            return _MEMORY_TYPE_BY_DLPACK_DEVICE[kind], int(index)
+    raise InvalidArgumentError(f"unknown device {device!r}")
+
+
+def _import_dlpack(obj: Any) -> tuple[dict, MemoryBuffer]:
+    capsule = obj.__dlpack__() if hasattr(obj, "__dlpack__") else obj
+    try:
+        desc = _bindings.from_dlpack(capsule)
+    except ValueError as e:
+        raise InvalidArgumentError(str(e)) from None
+    shape = desc["shape"]
+    itemsize = (desc["bits"] * desc["lanes"] + 7) // 8
+    strides = desc["strides"]
+    if strides is not None and any(n > 1 for n in shape):
+        expected, step = [], 1
+        for n in reversed(shape):
+            expected.append(step)
+            step *= n
+        if any(s != e for s, e, n in zip(strides, reversed(expected), shape) if n > 1):
+            raise InvalidArgumentError("DLPack tensor is not contiguous; make it contiguous first")
+    if desc["device_type"] not in _MEMORY_TYPE_BY_DLPACK_DEVICE:
+        raise UnsupportedError(f"DLPack device type {desc['device_type']} is not supported")
+    count = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+    buffer = MemoryBuffer(
+        data_ptr=desc["data_ptr"],
+        memory_type=_MEMORY_TYPE_BY_DLPACK_DEVICE[desc["device_type"]],
+        memory_type_id=desc["device_id"],
+        size=count * itemsize,
+        owner=desc["keeper"],
+    )
+    return desc, buffer
+
+
+def _numpy_tensor(array: np.ndarray) -> Tensor:
+    if array.dtype.kind in "OSU":
+        return _bytes_tensor(array)
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    array = np.ascontiguousarray(array)  # copies only when not C-contiguous
+    data_type = dt.from_numpy_dtype(array.dtype)
+    ptr = array.__array_interface__["data"][0]
+    return Tensor(data_type, array.shape, MemoryBuffer(ptr, MemoryType.CPU, 0, array.nbytes, array))
+
+
+def _bytes_tensor(array: np.ndarray) -> Tensor:
+    parts = []
+    for item in array.reshape(-1):
+        if isinstance(item, (bytes, bytearray, memoryview)):
+            data = bytes(item)
+        elif isinstance(item, str):
+            data = item.encode("utf-8")
+        else:
+            raise InvalidArgumentError(
+                f"BYTES elements must be bytes or str, not {type(item).__name__}")
+        parts.append(struct.pack("<I", len(data)))
+        parts.append(data)
+    serialized = np.frombuffer(b"".join(parts), dtype=np.uint8)
+    ptr = serialized.__array_interface__["data"][0] if serialized.size else 0
+    buffer = MemoryBuffer(ptr, MemoryType.CPU, 0, serialized.nbytes, serialized)
+    return Tensor(DataType.BYTES, array.shape, buffer)
+
+
+def _deserialize_bytes(view: memoryview, count: int) -> list[bytes]:
+    items, offset, end = [], 0, len(view)
+    for _ in range(count):
+        if offset + 4 > end:
+            raise InvalidArgumentError("BYTES tensor is truncated")
+        (length,) = struct.unpack_from("<I", view, offset)
+        offset += 4
+        if offset + length > end:
+            raise InvalidArgumentError("BYTES tensor is truncated")
+        items.append(bytes(view[offset:offset + length]))
+        offset += length
+    return items
