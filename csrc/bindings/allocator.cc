@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <new>
+#include <string>
 
 #include "bindings/errors.h"
 #include "core_api.h"
@@ -27,25 +29,42 @@ TRITONSERVER_Error* AllocHost(TRITONSERVER_ResponseAllocator*, const char*,
     *actual_memory_type = TRITONSERVER_MEMORY_CPU;
     *actual_memory_type_id = 0;
     if (byte_size == 0) return nullptr;
-    void* p = nullptr;
-    if (posix_memalign(&p, kAlignment, byte_size) != 0 || p == nullptr) {
+    HostBuffer* host = HostBuffer::New(byte_size);
+    if (host == nullptr) {
       return MakeError(TRITONSERVER_ERROR_UNAVAILABLE,
                        "out of host memory for an output of " +
                            std::to_string(byte_size) + " bytes");
     }
-    *buffer = p;
+    *buffer = host->data();
+    *buffer_userp = host;
     return nullptr;
   });
 }
 
-TRITONSERVER_Error* ReleaseHost(TRITONSERVER_ResponseAllocator*, void* buffer,
-                                void*, size_t, TRITONSERVER_MemoryType,
-                                int64_t) {
-  std::free(buffer);
+TRITONSERVER_Error* ReleaseHost(TRITONSERVER_ResponseAllocator*, void*,
+                                void* buffer_userp, size_t,
+                                TRITONSERVER_MemoryType, int64_t) {
+  if (buffer_userp != nullptr) static_cast<HostBuffer*>(buffer_userp)->Unref();
   return nullptr;
 }
 
 }  // namespace
+
+HostBuffer* HostBuffer::New(size_t byte_size) {
+  void* p = nullptr;
+  if (byte_size > 0 && (posix_memalign(&p, kAlignment, byte_size) != 0 || p == nullptr)) {
+    return nullptr;
+  }
+  HostBuffer* host = new (std::nothrow) HostBuffer(p);
+  if (host == nullptr) std::free(p);
+  return host;
+}
+
+void HostBuffer::Unref() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+}
+
+HostBuffer::~HostBuffer() { std::free(data_); }
 
 TRITONSERVER_ResponseAllocator* DefaultAllocator() {
   static std::once_flag once;

@@ -1,15 +1,37 @@
 // The response allocator: where the core puts output tensors.
 //
 // The default allocator hands out 64-byte aligned host memory and never
-// touches Python, so it runs on the core's threads without the GIL. The
-// buffer lives until the response that holds it is deleted (release_fn).
+// touches Python, so it runs on the core's threads without the GIL. Each
+// buffer is reference counted: the core holds one reference until it
+// releases the buffer (when the response is deleted), and every Python
+// object that views the buffer holds another. So a response can be deleted
+// as soon as it has been read, while its tensors live on in Python.
 #pragma once
+
+#include <atomic>
+#include <cstddef>
 
 #include "triton/tritonserver.h"
 
 namespace tritonpy {
 
-// The process-wide default allocator, created on first use.
+class HostBuffer {
+ public:
+  // One reference, owned by the caller. Null data for a zero-size buffer.
+  static HostBuffer* New(size_t byte_size);
+  void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void Unref();
+  void* data() const { return data_; }
+
+ private:
+  explicit HostBuffer(void* data) : data_(data) {}
+  ~HostBuffer();
+  void* data_;
+  std::atomic<int> refs_{1};
+};
+
+// The process-wide default allocator, created on first use. Its buffers'
+// buffer_userp is the HostBuffer*.
 TRITONSERVER_ResponseAllocator* DefaultAllocator();
 
 }  // namespace tritonpy

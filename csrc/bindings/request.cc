@@ -14,13 +14,12 @@ namespace tritonpy {
 Request::Request(const Server& server, const std::string& model,
                  int64_t version)
     : server_(server.Handle()) {
-  Check(TRITON_FN(TRITONSERVER_InferenceRequestNew)(&request_, server_->get(),
+  Check(TRITON_FN(TRITONSERVER_InferenceRequestNew)(&request_, server.Raw(),
                                                     model.c_str(), version));
 }
 
 Request::~Request() {
-  // Runs on a Python thread, or on a core thread inside OnRelease (deleting
-  // a request from its own release callback is allowed by the C API).
+  // A request that was never sent (or was refused) is still ours.
   if (request_ != nullptr) {
     ErrorPtr ignored(Core().TRITONSERVER_InferenceRequestDelete(request_));
   }
@@ -41,7 +40,7 @@ void Request::DropOwners() {
 
 TRITONSERVER_InferenceRequest* Request::Mutable() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (sent_) {
+  if (sent_ || request_ == nullptr) {
     throw TritonError(TRITONSERVER_ERROR_INVALID_ARG,
                       "an inference request cannot change after it was sent");
   }
@@ -78,16 +77,24 @@ void Request::OnRelease(TRITONSERVER_InferenceRequest*, uint32_t flags,
   {
     std::lock_guard<std::mutex> lock(self->mutex_);
     keep = std::move(self->in_flight_);
+    // Deleting a request from its own release callback is allowed; doing it
+    // now drops the core's references (the model) whatever Python still holds.
+    ErrorPtr ignored(Core().TRITONSERVER_InferenceRequestDelete(self->request_));
+    self->request_ = nullptr;
   }
   // The core reads no more input: the data's owners can go now.
   self->DropOwners();
-  // `keep` may be the last reference; ~Request then deletes the C request.
 }
 
 std::shared_ptr<ResponseSink> Request::Send() {
   TRITONSERVER_InferenceRequest* r = Mutable();
   const CoreApi& api = Core();
-  auto sink = std::make_shared<ResponseSink>(server_);
+  // Held only while the core takes the request.
+  std::shared_ptr<ServerHandle> server = server_.lock();
+  if (!server) {
+    throw TritonError(TRITONSERVER_ERROR_UNAVAILABLE, "the server is stopped");
+  }
+  auto sink = std::make_shared<ResponseSink>();
   auto* holder = new std::shared_ptr<ResponseSink>(sink);
   TRITONSERVER_Error* err = api.TRITONSERVER_InferenceRequestSetResponseCallback(
       r, DefaultAllocator(), nullptr, &ResponseSink::OnComplete, holder);
@@ -107,7 +114,7 @@ std::shared_ptr<ResponseSink> Request::Send() {
     // Callbacks may run on this very thread inside InferAsync (a cache hit,
     // an early error) and take the GIL; the core never needs ours.
     py::gil_scoped_release unlocked;
-    err = api.TRITONSERVER_ServerInferAsync(server_->get(), r, nullptr);
+    err = api.TRITONSERVER_ServerInferAsync(server->get(), r, nullptr);
   }
   if (err != nullptr) {
     // Refused: no callback will come; ownership stays with us.
@@ -124,6 +131,8 @@ std::shared_ptr<ResponseSink> Request::Send() {
 }
 
 void Request::Cancel() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (request_ == nullptr || !sent_) return;  // released already: nothing to cancel
   Check(TRITON_FN(TRITONSERVER_InferenceRequestCancel)(request_));
 }
 

@@ -1,6 +1,8 @@
 // TRITONSERVER_InferenceRequest. Python fills it, then Send() hands it to
-// the core, which owns it until the release callback. Input data is read in
-// place: the Python objects that own it stay referenced until release.
+// the core, which owns it until the release callback; the callback deletes
+// it, so a Python object that outlives the request (an iterator kept for
+// cancel()) never keeps a model loaded. Input data is read in place: the
+// Python objects that own it stay referenced until release.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -42,8 +44,8 @@ class Request : public std::enable_shared_from_this<Request> {
                         void* userp);
   void DropOwners();
 
-  std::shared_ptr<ServerHandle> server_;
-  TRITONSERVER_InferenceRequest* request_ = nullptr;
+  std::weak_ptr<ServerHandle> server_;  // the request never keeps it alive
+  TRITONSERVER_InferenceRequest* request_ = nullptr;  // null once released
   std::mutex mutex_;
   bool sent_ = false;
   std::vector<PyObject*> owners_;          // strong refs, dropped under the GIL

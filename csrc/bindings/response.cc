@@ -3,7 +3,8 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
-#include <string>
+#include <cstring>
+#include <new>
 
 #include "bindings/errors.h"
 #include "bindings/gil.h"
@@ -12,21 +13,119 @@
 namespace py = pybind11;
 
 namespace tritonpy {
+namespace {
 
-Response::~Response() {
-  // Frees the output buffers through the allocator's release_fn; the default
-  // allocator needs no GIL.
-  if (response_ != nullptr) {
-    ErrorPtr ignored(Core().TRITONSERVER_InferenceResponseDelete(response_));
+// A Python owner for one reference to a HostBuffer (adopted, not added).
+class OutputMemory {
+ public:
+  explicit OutputMemory(HostBuffer* buffer) : buffer_(buffer) {}
+  ~OutputMemory() { buffer_->Unref(); }
+  OutputMemory(const OutputMemory&) = delete;
+  OutputMemory& operator=(const OutputMemory&) = delete;
+
+ private:
+  HostBuffer* buffer_;
+};
+
+using ParamValue = std::variant<std::string, int64_t, bool, double>;
+
+bool ReadParameter(TRITONSERVER_ParameterType type, const void* value, ParamValue* out) {
+  switch (type) {
+    case TRITONSERVER_PARAMETER_STRING:
+      *out = std::string(static_cast<const char*>(value));
+      return true;
+    case TRITONSERVER_PARAMETER_INT:
+      *out = *static_cast<const int64_t*>(value);
+      return true;
+    case TRITONSERVER_PARAMETER_BOOL:
+      *out = *static_cast<const bool*>(value);
+      return true;
+    case TRITONSERVER_PARAMETER_DOUBLE:
+      *out = *static_cast<const double*>(value);
+      return true;
+    default:
+      return false;  // BYTES parameters are not exposed
   }
 }
 
-ResponseSink::~ResponseSink() {
-  for (const Item& item : items_) {
-    if (item.response != nullptr) {
-      ErrorPtr ignored(Core().TRITONSERVER_InferenceResponseDelete(item.response));
+}  // namespace
+
+ResponseData::~ResponseData() {
+  for (OutputData& o : outputs) {
+    if (o.buffer != nullptr) o.buffer->Unref();
+  }
+}
+
+std::unique_ptr<ResponseData> ResponseSink::Read(TRITONSERVER_InferenceResponse* r) {
+  const CoreApi& api = Core();
+  auto data = std::make_unique<ResponseData>();
+  // Deleted on leaving, whatever happens: nothing below keeps it.
+  struct Owner {
+    TRITONSERVER_InferenceResponse* r;
+    ~Owner() { ErrorPtr ignored(Core().TRITONSERVER_InferenceResponseDelete(r)); }
+  } owner{r};
+  const char* text = nullptr;
+  Check(api.TRITONSERVER_InferenceResponseId(r, &text));
+  data->request_id = text ? text : "";
+  Check(api.TRITONSERVER_InferenceResponseModel(r, &text, &data->model_version));
+  data->model_name = text ? text : "";
+  if (TRITONSERVER_Error* err = api.TRITONSERVER_InferenceResponseError(r)) {
+    data->has_error = true;  // owned by the response: not deleted here
+    data->error_code = static_cast<int>(api.TRITONSERVER_ErrorCode(err));
+    const char* msg = api.TRITONSERVER_ErrorMessage(err);
+    data->error_message = msg ? msg : "";
+  }
+  uint32_t count = 0;
+  Check(api.TRITONSERVER_InferenceResponseParameterCount(r, &count));
+  for (uint32_t i = 0; i < count; ++i) {
+    const char* name = nullptr;
+    TRITONSERVER_ParameterType type;
+    const void* value = nullptr;
+    Check(api.TRITONSERVER_InferenceResponseParameter(r, i, &name, &type, &value));
+    ParamValue v;
+    if (ReadParameter(type, value, &v)) data->parameters.emplace_back(name, std::move(v));
+  }
+  Check(api.TRITONSERVER_InferenceResponseOutputCount(r, &count));
+  data->outputs.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    OutputData& o = data->outputs[i];
+    const char* name = nullptr;
+    TRITONSERVER_DataType dtype;
+    const int64_t* shape = nullptr;
+    uint64_t dims = 0;
+    const void* base = nullptr;
+    TRITONSERVER_MemoryType mtype;
+    void* userp = nullptr;
+    Check(api.TRITONSERVER_InferenceResponseOutput(r, i, &name, &dtype, &shape, &dims, &base,
+                                                   &o.byte_size, &mtype, &o.memory_type_id,
+                                                   &userp));
+    o.name = name;
+    o.datatype = static_cast<int>(dtype);
+    o.shape.assign(shape, shape + dims);
+    o.data_ptr = reinterpret_cast<uintptr_t>(base);
+    o.memory_type = static_cast<int>(mtype);
+    if (userp != nullptr) {
+      o.buffer = static_cast<HostBuffer*>(userp);  // our allocator's buffer
+      o.buffer->Ref();
+    } else if (o.byte_size > 0) {
+      // Not from our allocator: the memory dies with the response, so copy.
+      if (mtype == TRITONSERVER_MEMORY_GPU) {
+        throw TritonError(TRITONSERVER_ERROR_UNSUPPORTED,
+                          "output '" + o.name + "' is in GPU memory the core owns");
+      }
+      o.buffer = HostBuffer::New(o.byte_size);
+      if (o.buffer == nullptr) throw std::bad_alloc();
+      std::memcpy(o.buffer->data(), base, o.byte_size);
+      o.data_ptr = reinterpret_cast<uintptr_t>(o.buffer->data());
+      o.memory_type = TRITONSERVER_MEMORY_CPU;
+      o.memory_type_id = 0;
     }
   }
+  return data;
+}
+
+ResponseSink::~ResponseSink() {
+  items_.clear();  // plain data: buffers are unreferenced, nothing else
   if (notifier_ != nullptr || notifier_error_ != nullptr) {
     // The last owner may be a core thread (the final response arrived after
     // Python let go): Python references die with the GIL held.
@@ -38,12 +137,22 @@ ResponseSink::~ResponseSink() {
   }
 }
 
-void ResponseSink::Push(TRITONSERVER_InferenceResponse* response,
-                        uint32_t flags) noexcept {
+void ResponseSink::Push(TRITONSERVER_InferenceResponse* response, uint32_t flags) noexcept {
+  Item item{nullptr, flags};
+  if (response != nullptr) {
+    try {
+      item.data = Read(response);
+    } catch (const std::exception& e) {
+      item.data = std::make_unique<ResponseData>();
+      item.data->has_error = true;
+      item.data->error_code = TRITONSERVER_ERROR_INTERNAL;
+      item.data->error_message = std::string("cannot read the response: ") + e.what();
+    }
+  }
   bool wake_python = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    items_.push_back(Item{response, flags});
+    items_.push_back(std::move(item));
     if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) final_seen_ = true;
     wake_python = notifier_ != nullptr;
   }
@@ -71,30 +180,48 @@ void ResponseSink::Push(TRITONSERVER_InferenceResponse* response,
   }
 }
 
-void ResponseSink::OnComplete(TRITONSERVER_InferenceResponse* response,
-                              uint32_t flags, void* userp) {
+void ResponseSink::OnComplete(TRITONSERVER_InferenceResponse* response, uint32_t flags,
+                              void* userp) {
   auto* holder = static_cast<std::shared_ptr<ResponseSink>*>(userp);
   (*holder)->Push(response, flags);
   if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) delete holder;
 }
 
-py::object ResponseSink::Wrap(const Item& item) {
-  py::object response = py::none();
-  if (item.response != nullptr) {
-    response = py::cast(std::make_shared<Response>(server_, item.response));
+py::object ResponseSink::ToPython(Item& item) {
+  if (!item.data) return py::make_tuple(item.flags, py::none());
+  ResponseData& d = *item.data;
+  py::object error = py::none();
+  if (d.has_error) error = py::make_tuple(d.error_code, py::str(d.error_message));
+  py::dict parameters;
+  for (const auto& [name, value] : d.parameters) {
+    parameters[py::str(name)] = std::visit([](const auto& v) { return py::cast(v); }, value);
   }
-  return py::make_tuple(response, item.flags);
+  py::list outputs;
+  for (OutputData& o : d.outputs) {
+    py::object owner = py::none();
+    if (o.buffer != nullptr) {
+      owner = py::cast(std::make_shared<OutputMemory>(o.buffer));
+      o.buffer = nullptr;  // the reference now belongs to `owner`
+    }
+    py::tuple shape(o.shape.size());
+    for (size_t i = 0; i < o.shape.size(); ++i) shape[i] = py::int_(o.shape[i]);
+    outputs.append(py::make_tuple(py::str(o.name), o.datatype, shape, o.data_ptr, o.byte_size,
+                                  o.memory_type, o.memory_type_id, owner));
+  }
+  py::tuple payload = py::make_tuple(error, py::str(d.request_id), py::str(d.model_name),
+                                     d.model_version, parameters, outputs);
+  return py::make_tuple(item.flags, payload);
 }
 
 py::object ResponseSink::TryGet() {
-  Item item{};
+  Item item{nullptr, 0};
   PyObject* error = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     std::swap(error, notifier_error_);
     if (error == nullptr) {
       if (items_.empty()) return py::none();
-      item = items_.front();
+      item = std::move(items_.front());
       items_.pop_front();
     }
   }
@@ -103,7 +230,7 @@ py::object ResponseSink::TryGet() {
     Py_DECREF(error);
     throw py::error_already_set();
   }
-  return Wrap(item);
+  return ToPython(item);
 }
 
 py::object ResponseSink::Get(double timeout_s) {
@@ -148,101 +275,12 @@ bool ResponseSink::Finished() {
   return final_seen_ && items_.empty();
 }
 
-namespace {
-
-py::object ParameterValue(TRITONSERVER_ParameterType type, const void* value) {
-  switch (type) {
-    case TRITONSERVER_PARAMETER_STRING:
-      return py::str(static_cast<const char*>(value));
-    case TRITONSERVER_PARAMETER_INT:
-      return py::int_(*static_cast<const int64_t*>(value));
-    case TRITONSERVER_PARAMETER_BOOL:
-      return py::bool_(*static_cast<const bool*>(value));
-    case TRITONSERVER_PARAMETER_DOUBLE:
-      return py::float_(*static_cast<const double*>(value));
-    default:
-      return py::none();
-  }
-}
-
-py::object ResponseError(const Response& r) {
-  TRITONSERVER_Error* err = TRITON_FN(TRITONSERVER_InferenceResponseError)(r.get());
-  if (err == nullptr) return py::none();  // owned by the response: not deleted
-  const CoreApi& api = Core();
-  const char* msg = api.TRITONSERVER_ErrorMessage(err);
-  return py::make_tuple(static_cast<int>(api.TRITONSERVER_ErrorCode(err)),
-                        py::str(msg ? msg : ""));
-}
-
-py::list ResponseOutputs(const Response& r) {
-  const CoreApi& api = Core();
-  uint32_t count = 0;
-  Check(TRITON_FN(TRITONSERVER_InferenceResponseOutputCount)(r.get(), &count));
-  py::list out;
-  for (uint32_t i = 0; i < count; ++i) {
-    const char* name = nullptr;
-    TRITONSERVER_DataType dtype;
-    const int64_t* shape = nullptr;
-    uint64_t dims = 0;
-    const void* base = nullptr;
-    size_t size = 0;
-    TRITONSERVER_MemoryType mtype;
-    int64_t mtype_id = 0;
-    void* userp = nullptr;
-    Check(api.TRITONSERVER_InferenceResponseOutput(r.get(), i, &name, &dtype, &shape, &dims,
-                                                   &base, &size, &mtype, &mtype_id, &userp));
-    py::tuple py_shape(dims);
-    for (uint64_t d = 0; d < dims; ++d) py_shape[d] = py::int_(shape[d]);
-    out.append(py::make_tuple(py::str(name), static_cast<int>(dtype), py_shape,
-                              reinterpret_cast<uintptr_t>(base), size,
-                              static_cast<int>(mtype), mtype_id));
-  }
-  return out;
-}
-
-}  // namespace
-
 void RegisterResponse(py::module_& m) {
-  py::class_<Response, std::shared_ptr<Response>>(m, "Response")
-      .def("error", &ResponseError,
-           "(code, message) when the response carries an error, else None.")
-      .def("model", [](const Response& r) {
-        const char* name = nullptr;
-        int64_t version = -1;
-        Check(TRITON_FN(TRITONSERVER_InferenceResponseModel)(r.get(), &name, &version));
-        return py::make_tuple(py::str(name ? name : ""), version);
-      })
-      .def("id", [](const Response& r) {
-        const char* id = nullptr;
-        Check(TRITON_FN(TRITONSERVER_InferenceResponseId)(r.get(), &id));
-        return std::string(id ? id : "");
-      })
-      .def("parameters", [](const Response& r) {
-        const CoreApi& api = Core();
-        uint32_t count = 0;
-        Check(TRITON_FN(TRITONSERVER_InferenceResponseParameterCount)(r.get(), &count));
-        py::dict out;
-        for (uint32_t i = 0; i < count; ++i) {
-          const char* name = nullptr;
-          TRITONSERVER_ParameterType type;
-          const void* value = nullptr;
-          Check(api.TRITONSERVER_InferenceResponseParameter(r.get(), i, &name, &type, &value));
-          out[py::str(name)] = ParameterValue(type, value);
-        }
-        return out;
-      })
-      .def("outputs", &ResponseOutputs,
-           "[(name, datatype, shape, data_ptr, byte_size, memory_type, memory_type_id)]")
-      .def("classification_label", [](const Response& r, uint32_t index, size_t class_index) {
-        const char* label = nullptr;
-        Check(TRITON_FN(TRITONSERVER_InferenceResponseOutputClassificationLabel)(
-            r.get(), index, class_index, &label));
-        return label ? py::object(py::str(label)) : py::object(py::none());
-      });
-
+  py::class_<OutputMemory, std::shared_ptr<OutputMemory>>(m, "OutputMemory",
+                                                          "Keeps one output buffer alive.");
   py::class_<ResponseSink, std::shared_ptr<ResponseSink>>(m, "ResponseSink")
       .def("get", &ResponseSink::Get, py::arg("timeout") = -1.0,
-           "Wait for the next (response, flags); None on timeout.")
+           "Wait for the next (flags, payload); None on timeout.")
       .def("try_get", &ResponseSink::TryGet)
       .def("set_notifier", &ResponseSink::SetNotifier)
       .def("finished", &ResponseSink::Finished);

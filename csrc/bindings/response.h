@@ -1,5 +1,11 @@
-// Responses: the owned TRITONSERVER_InferenceResponse, and the sink the
-// core's completion callback pushes them into.
+// Responses. The core's completion callback reads each response at once,
+// on the core's thread and without the GIL, into plain data (ResponseData):
+// error, id, parameters and output descriptions, each output holding a
+// reference to its buffer (memory the core owns rather than our allocator
+// is copied into one). The core response is then deleted right there, so no
+// response ever keeps a model, or a stopping server, waiting on what the
+// program does with its tensors. Python builds its objects from the
+// plain data when it takes a response out of the sink.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -8,40 +14,53 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <variant>
+#include <vector>
 
-#include "bindings/server.h"
+#include "bindings/allocator.h"
 #include "triton/tritonserver.h"
 
 namespace tritonpy {
 
-class Response {
- public:
-  Response(std::shared_ptr<ServerHandle> server,
-           TRITONSERVER_InferenceResponse* response)
-      : server_(std::move(server)), response_(response) {}
-  ~Response();
-  Response(const Response&) = delete;
-  Response& operator=(const Response&) = delete;
-  TRITONSERVER_InferenceResponse* get() const { return response_; }
+struct OutputData {
+  std::string name;
+  int datatype = 0;
+  std::vector<int64_t> shape;
+  uintptr_t data_ptr = 0;
+  size_t byte_size = 0;
+  int memory_type = 0;
+  int64_t memory_type_id = 0;
+  HostBuffer* buffer = nullptr;  // one reference; null for an empty output
+};
 
- private:
-  std::shared_ptr<ServerHandle> server_;  // deleted after the response
-  TRITONSERVER_InferenceResponse* response_;
+struct ResponseData {
+  bool has_error = false;
+  int error_code = 0;
+  std::string error_message;
+  std::string request_id;
+  std::string model_name;
+  int64_t model_version = -1;
+  std::vector<std::pair<std::string, std::variant<std::string, int64_t, bool, double>>> parameters;
+  std::vector<OutputData> outputs;
+  ~ResponseData();
 };
 
 // Receives the responses of one request. The core pushes from its threads
 // without the GIL; Python takes them out, waiting with the GIL released.
 class ResponseSink {
  public:
-  explicit ResponseSink(std::shared_ptr<ServerHandle> server)
-      : server_(std::move(server)) {}
+  ResponseSink() = default;
   ~ResponseSink();
 
-  // Core side (any thread, no GIL): takes ownership of `response`.
+  // Core side (any thread, no GIL): reads and deletes `response`.
   void Push(TRITONSERVER_InferenceResponse* response, uint32_t flags) noexcept;
 
-  // Python side. Each returns (Response or None, flags), or None when
-  // nothing arrived (TryGet) or the wait timed out (Get).
+  // Python side. Each returns (flags, payload) with payload None (a final
+  // flag alone) or (error or None, request_id, model, version, parameters,
+  // [(name, datatype, shape, data_ptr, byte_size, memory_type,
+  // memory_type_id, owner)]); or None when nothing arrived (TryGet) or the
+  // wait timed out (Get).
   pybind11::object Get(double timeout_s);
   pybind11::object TryGet();
   // Called with the GIL each time something arrives (asyncio wake-ups).
@@ -55,12 +74,12 @@ class ResponseSink {
 
  private:
   struct Item {
-    TRITONSERVER_InferenceResponse* response;
+    std::unique_ptr<ResponseData> data;  // null: a final flag alone
     uint32_t flags;
   };
-  pybind11::object Wrap(const Item& item);
+  static std::unique_ptr<ResponseData> Read(TRITONSERVER_InferenceResponse* response);
+  static pybind11::object ToPython(Item& item);
 
-  std::shared_ptr<ServerHandle> server_;
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Item> items_;

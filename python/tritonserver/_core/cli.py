@@ -1,0 +1,103 @@
+"""Command line: ``python -m tritonserver {install-core, core-info, --version}``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Optional, Sequence
+
+from . import locate
+from .errors import CoreInstallError, CoreNotFoundError
+
+
+def package_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("tritonserver")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m tritonserver",
+        description="In-process Triton Inference Server: manage the Triton core library.",
+    )
+    p.add_argument("--version", action="store_true",
+                   help="print this package's version and the Triton core in use")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    ic = sub.add_parser("install-core", help="download and install the Triton core for this environment")
+    ic.add_argument("--dest", metavar="DIR", default=None,
+                    help=f"install here instead of {locate.default_install_dir()}")
+    ic.add_argument("--force", action="store_true", help="reinstall even when already installed")
+    ic.add_argument("--quiet", "-q", action="store_true", help="print only errors")
+
+    sub.add_parser("core-info", help="print where the Triton core in use lives, as JSON")
+    return p
+
+
+def _print_version() -> int:
+    print(f"tritonserver {package_version()}")
+    try:
+        core = locate.find_core()
+    except CoreNotFoundError as e:
+        print(f"Triton core: not found\n{e}")
+        return 0
+    version = locate.core_version(core) or "unknown version"
+    print(f"Triton core {version} ({core.source}): {core.library}")
+    return 0
+
+
+def _install(args) -> int:
+    from .install import install_core
+    from .stub_env import stub_environment
+
+    try:
+        core = install_core(args.dest, quiet=args.quiet, force=args.force)
+    except CoreInstallError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    stub = stub_environment(core)
+    if not args.quiet:
+        print(f"Triton core {locate.core_version(core) or ''} installed: {core.library}")
+        if stub.usable:
+            print(f"python backend models: enabled ({stub.kind}, numpy {stub.numpy_version})")
+        else:
+            print(f"python backend models: {stub.reason}")
+        if args.dest is not None:
+            default = locate.default_install_dir()
+            if os.path.abspath(args.dest) != os.path.abspath(default):
+                print(f"Not the default location: set {locate.ENV_CORE}={os.path.abspath(args.dest)} to use it.")
+    return 0
+
+
+def _core_info() -> int:
+    try:
+        core = locate.find_core()
+    except CoreNotFoundError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    info = core.to_dict()
+    info["version"] = locate.core_version(core)
+    print(json.dumps(info, indent=2))
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.version:
+        return _print_version()
+    if args.command == "install-core":
+        return _install(args)
+    if args.command == "core-info":
+        return _core_info()
+    _parser().print_help()
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

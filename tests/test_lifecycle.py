@@ -1,0 +1,96 @@
+"""Server lifecycle on the real core: start, health, metadata, stop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tritonserver
+from conftest import start_server, stop_within
+
+
+def test_live_ready_metadata(server):
+    assert server.live() and server.ready()
+    meta = server.metadata()
+    assert meta["name"] == "triton"
+    assert meta["version"].startswith("2.")
+
+
+def test_models_lists_the_example_repository(server):
+    models = server.models()
+    names = {name for name, _ in models}
+    assert {"identity_fp32", "identity_bytes", "add_sub_fp32", "add_sub_int32",
+            "repeat_int32", "identity_batched"} <= names
+    assert all(m.state == "READY" for m in models.values())
+    ready = server.models(exclude_not_ready=True)
+    assert set(ready) == set(models)
+
+
+def test_model_handle_metadata_and_config(server):
+    model = server.model("identity_fp32")
+    assert model.ready()
+    meta = model.metadata()
+    assert meta["inputs"][0] == {"name": "INPUT0", "datatype": "FP32", "shape": [-1]}
+    assert model.config()["backend"] == "identity"
+    assert model.transaction_properties() == tritonserver.ModelTxnPropertyFlag.ONE_TO_ONE
+    assert server.model("repeat_int32").transaction_properties() == \
+        tritonserver.ModelTxnPropertyFlag.DECOUPLED
+
+
+def test_context_manager_starts_and_stops(example_repo):
+    with tritonserver.Server(model_repository=example_repo, exit_timeout=10) as s:
+        assert s.ready()
+        out = next(s.model("identity_fp32").infer(inputs={"INPUT0": np.ones(3, np.float32)}))
+        assert np.from_dlpack(out.outputs["OUTPUT0"]).tolist() == [1.0, 1.0, 1.0]
+        del out
+    assert not s.live()
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        s.model("identity_fp32")
+
+
+def test_options_object_and_keywords_are_equivalent(example_repo):
+    options = tritonserver.Options(model_repository=example_repo, server_id="abc", exit_timeout=10)
+    s = tritonserver.Server(options).start(wait_until_ready=True)
+    try:
+        assert s.metadata()["name"] == "abc"
+        assert options.backend_directory is None  # the caller's object is not mutated
+    finally:
+        stop_within(s)
+
+
+def test_start_twice_raises_and_server_stays_live(server):
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        server.start()
+    assert server.live()
+
+
+def test_servers_in_sequence(example_repo):
+    for _ in range(3):
+        s = start_server(model_repository=example_repo)
+        assert s.ready()
+        stop_within(s)
+        assert not s.live()
+
+
+def test_stop_with_a_response_still_held(example_repo):
+    s = start_server(model_repository=example_repo)
+    response = next(s.model("identity_fp32").infer(inputs={"INPUT0": np.arange(4, dtype=np.float32)}))
+    stop_within(s)
+    # The response keeps the core objects it needs: still readable after stop.
+    assert np.from_dlpack(response.outputs["OUTPUT0"]).tolist() == [0, 1, 2, 3]
+
+
+def test_bad_options_raise_before_the_core_is_touched(example_repo):
+    with pytest.raises(tritonserver.InvalidArgumentError, match="exit_timeout"):
+        tritonserver.Server(model_repository=example_repo, exit_timeout=-1).start()
+    with pytest.raises(tritonserver.InvalidArgumentError, match="log_info"):
+        tritonserver.Server(model_repository=example_repo, log_info="yes").start()
+    with pytest.raises(tritonserver.InvalidArgumentError, match="model_repository"):
+        tritonserver.Server().start()
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        tritonserver.Server(no_such_option=1)
+
+
+def test_missing_repository_fails_start_cleanly(tmp_path):
+    with pytest.raises(tritonserver.TritonError):
+        tritonserver.Server(model_repository=str(tmp_path / "absent")).start()

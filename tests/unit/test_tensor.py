@@ -1,0 +1,86 @@
+"""Tensor and MemoryBuffer without a server: DLPack both ways, BYTES."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tritonserver
+from tritonserver import DataType, MemoryType, Tensor
+
+
+def test_from_dlpack_references_in_place():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = Tensor.from_dlpack(a)
+    assert t.data_type == DataType.FP32 and tuple(t.shape) == (3, 4)
+    assert t.data_ptr == a.ctypes.data and t.size == a.nbytes
+    assert t.memory_type == MemoryType.CPU
+    b = np.from_dlpack(t)
+    assert b.ctypes.data == a.ctypes.data
+    a[0, 0] = 42
+    assert b[0, 0] == 42
+
+
+def test_dlpack_keeps_the_owner_alive():
+    t = Tensor.from_dlpack(np.arange(1000, dtype=np.int64))  # the array has no other owner
+    view = np.from_dlpack(t)
+    del t
+    np.arange(1000, dtype=np.int64) * 0  # churn the allocator
+    assert view[999] == 999 and view.sum() == sum(range(1000))
+
+
+def test_non_contiguous_dlpack_is_refused():
+    a = np.arange(10, dtype=np.float32)[::2]
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        Tensor.from_dlpack(a)
+
+
+def test_every_numeric_dtype_round_trips():
+    for dtype in (np.bool_, np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int16,
+                  np.int32, np.int64, np.float16, np.float32, np.float64):
+        a = np.ones((2, 3), dtype=dtype)
+        t = Tensor.from_dlpack(a)
+        np.testing.assert_array_equal(np.from_dlpack(t), a)
+
+
+def test_bytes_tensor_round_trip():
+    t = Tensor.from_bytes_array([b"a", b"", "z\u00fc".encode()])
+    assert t.data_type == DataType.BYTES and tuple(t.shape) == (3,)
+    assert t.to_bytes_array().tolist() == [b"a", b"", "z\u00fc".encode()]
+    s = Tensor.from_string_array(np.array([["x", "yy"], ["", "\u00e9"]]))
+    assert s.to_string_array().tolist() == [["x", "yy"], ["", "\u00e9"]]
+
+
+def test_bytes_tensor_rejects_other_objects():
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        Tensor.from_bytes_array(np.array([1, 2], dtype=object))
+
+
+def test_truncated_bytes_are_an_error():
+    raw = np.array([9, 0, 0, 0, 65], dtype=np.uint8)  # claims 9 bytes, has 1
+    t = Tensor(DataType.BYTES, (1,), tritonserver.MemoryBuffer(raw.ctypes.data, MemoryType.CPU, 0, 5, raw))
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        t.to_bytes_array()
+
+
+@pytest.mark.parametrize("spec,expected", [
+    ("cpu", (MemoryType.CPU, 0)), ("gpu:1", (MemoryType.GPU, 1)), ("cuda", (MemoryType.GPU, 0)),
+    (MemoryType.CPU_PINNED, (MemoryType.CPU_PINNED, 0)), ((MemoryType.GPU, 2), (MemoryType.GPU, 2)),
+    ((2, 3), (MemoryType.GPU, 3)),
+])
+def test_device_spellings(spec, expected):
+    from tritonserver._tensor import parse_device
+
+    assert parse_device(spec) == expected
+
+
+def test_bad_device_spelling():
+    from tritonserver._tensor import parse_device
+
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        parse_device("tpu:0")
+
+
+def test_to_host_on_cpu_is_identity():
+    t = Tensor.from_dlpack(np.zeros(3, np.float32))
+    assert t.to_host() is t and t.to_device("cpu") is t
