@@ -52,6 +52,12 @@ from tritonserver._core import (  # noqa: E402
     stub_environment,
 )
 
+import tritonserver as _package  # noqa: E402
+
+# The package under test, wherever it was imported from (site-packages after
+# `pip install .`, or the source tree): subprocesses must load the same one.
+PKG_DIR = Path(_package.__file__).resolve().parent
+
 PYVER = "%d.%d" % sys.version_info[:2]
 KNOWN_WHEEL = "nvidia_pytriton-0.7.0-py3-none-manylinux_2_35_x86_64.whl"
 
@@ -66,7 +72,8 @@ def _local_wheel():
 
 def _subprocess_env(**extra):
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(PY_DIR)] + [p for p in [env.get("PYTHONPATH")] if p])
+    if PKG_DIR.parent == PY_DIR:  # running from the source tree, not an install
+        env["PYTHONPATH"] = os.pathsep.join([str(PY_DIR)] + [p for p in [env.get("PYTHONPATH")] if p])
     env.pop("TRITONSERVER_CORE", None)
     env.update(extra)
     return env
@@ -78,7 +85,7 @@ SHIM = (
     "import sys, types\n"
     "if 'tritonserver' not in sys.modules:\n"
     "    _pkg = types.ModuleType('tritonserver')\n"
-    f"    _pkg.__path__ = [{str(PY_DIR / 'tritonserver')!r}]\n"
+    f"    _pkg.__path__ = [{str(PKG_DIR)!r}]\n"
     "    sys.modules['tritonserver'] = _pkg\n"
 )
 
