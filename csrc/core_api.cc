@@ -83,6 +83,18 @@ std::string MissingFunctions() {
   return out;
 }
 
+bool ForgetFunction(const std::string& name) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+#define X(fn)                 \
+  if (name == #fn) {          \
+    g_api.fn = nullptr;       \
+    return true;              \
+  }
+#include "core_functions.def"
+#undef X
+  return false;
+}
+
 void ThrowMissingFunction(const char* name) {
   throw TritonError(TRITONSERVER_ERROR_UNSUPPORTED,
                     std::string(name) + " is not available in the loaded " +

@@ -31,6 +31,10 @@ std::string MissingFunctions();
 
 [[noreturn]] void ThrowMissingFunction(const char* name);
 
+// Forgets one function, as a core that predates it would lack it; for tests
+// of the missing-function path. Returns false for an unknown name.
+bool ForgetFunction(const std::string& name);
+
 template <typename Fn>
 inline Fn Need(Fn fn, const char* name) {
   if (fn == nullptr) ThrowMissingFunction(name);

@@ -89,3 +89,29 @@ def test_loaded_core_api_version(server):
     assert bindings.core_path().endswith(".so")
     # Every function we declare exists in a 1.34 core.
     assert bindings.missing_core_functions() == ""
+
+
+def test_a_function_the_core_lacks_raises_unsupported():
+    # As on a core that predates the function: import, start and other calls
+    # work; only the call that needs it raises UnsupportedError, by name.
+    result = run_python(f"""
+        import numpy as np
+        import tritonserver
+        from tritonserver._c import triton_bindings
+        server = tritonserver.Server(model_repository=tritonserver.example_model_repository())
+        server.start(wait_until_ready=True)
+        assert triton_bindings.forget_core_function("TRITONSERVER_InferenceRequestSetDoubleParameter")
+        model = server.model("identity_fp32")
+        x = np.ones(2, np.float32)
+        try:
+            model.infer(inputs={{"INPUT0": x}}, parameters={{"scale": 0.5}})
+        except tritonserver.UnsupportedError as e:
+            print("UNSUPPORTED", e)
+        out = next(model.infer(inputs={{"INPUT0": x}}, parameters={{"n": 1}}))
+        print("STILL WORKS", np.from_dlpack(out.outputs["OUTPUT0"]).tolist())
+        del out
+        server.stop()
+    """)
+    assert result.returncode == 0, result.stderr
+    assert "UNSUPPORTED TRITONSERVER_InferenceRequestSetDoubleParameter" in result.stdout
+    assert "STILL WORKS [1.0, 1.0]" in result.stdout

@@ -152,3 +152,26 @@ def test_wait_until_ready_times_out(tmp_path, example_repo):
         s.start(wait_until_ready=True, timeout=0.5, polling_interval=0.05)
     assert s.live() and not s.ready()
     s.stop()
+
+
+def test_kept_exceptions_do_not_hold_models(example_repo):
+    # Failed requests whose exceptions (and tracebacks) the program keeps,
+    # and iterators it never finishes, must not keep a model loaded: stop()
+    # returns well within the exit timeout instead of waiting it out.
+    import time
+
+    from conftest import start_server, stop_within
+
+    s = start_server(model_repository=example_repo, exit_timeout=20)
+    kept = []
+    for inputs in ({"INPUT9": np.zeros(2, np.float32)}, {"INPUT0": np.zeros(2, np.int32)}):
+        try:
+            list(s.model("identity_fp32").infer(inputs=inputs))
+        except tritonserver.TritonError as e:
+            kept.append(e)
+    kept.append(s.model("repeat_int32").infer(inputs={"IN": np.arange(5, dtype=np.int32)}))
+    kept.append(next(s.model("identity_fp32").infer(inputs={"INPUT0": np.ones(2, np.float32)})))
+    started = time.monotonic()
+    stop_within(s)
+    assert time.monotonic() - started < 10
+    assert len(kept) == 4

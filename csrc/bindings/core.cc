@@ -23,6 +23,8 @@ void RegisterCore(py::module_& m) {
   m.def("compiled_api_version", [] {
     return py::make_tuple(TRITONSERVER_API_VERSION_MAJOR, TRITONSERVER_API_VERSION_MINOR);
   });
+  m.def("forget_core_function", &ForgetFunction, py::arg("name"),
+        "Testing aid: behave as if the loaded core lacked this function.");
   m.def("core_function_available", [](const std::string& name) {
     const CoreApi& api = Core();
 #define X(fn) \

@@ -11,19 +11,31 @@ namespace py = pybind11;
 
 namespace tritonpy {
 
-Request::Request(const Server& server, const std::string& model,
-                 int64_t version)
-    : server_(server.Handle()) {
-  Check(TRITON_FN(TRITONSERVER_InferenceRequestNew)(&request_, server.Raw(),
-                                                    model.c_str(), version));
+Request::Request(const Server& server, std::string model, int64_t version)
+    : server_(server.Handle()), model_(std::move(model)), version_(version) {}
+
+Request::~Request() { DropOwners(); }
+
+void Request::Unsent() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (sent_) {
+    throw TritonError(TRITONSERVER_ERROR_INVALID_ARG,
+                      "an inference request cannot change after it was sent");
+  }
 }
 
-Request::~Request() {
-  // A request that was never sent (or was refused) is still ours.
-  if (request_ != nullptr) {
-    ErrorPtr ignored(Core().TRITONSERVER_InferenceRequestDelete(request_));
+void Request::SetParameter(std::string key, Parameter value) {
+  Unsent();
+  parameters_.emplace_back(std::move(key), std::move(value));
+}
+
+void Request::AddInput(Input input, py::object owner) {
+  Unsent();
+  inputs_.push_back(std::move(input));
+  if (!owner.is_none()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    owners_.push_back(owner.release().ptr());
   }
-  DropOwners();
 }
 
 void Request::DropOwners() {
@@ -38,78 +50,98 @@ void Request::DropOwners() {
   for (PyObject* o : owners) Py_DECREF(o);
 }
 
-TRITONSERVER_InferenceRequest* Request::Mutable() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (sent_ || request_ == nullptr) {
-    throw TritonError(TRITONSERVER_ERROR_INVALID_ARG,
-                      "an inference request cannot change after it was sent");
-  }
-  return request_;
-}
-
-void Request::AddInput(const std::string& name, int datatype,
-                       const std::vector<int64_t>& shape, uintptr_t base,
-                       size_t byte_size, int memory_type,
-                       int64_t memory_type_id, py::object owner) {
-  TRITONSERVER_InferenceRequest* r = Mutable();
+// Applies everything recorded to a fresh core request.
+void Request::Fill(TRITONSERVER_InferenceRequest* r) const {
   const CoreApi& api = Core();
-  Check(api.TRITONSERVER_InferenceRequestAddInput(
-      r, name.c_str(), static_cast<TRITONSERVER_DataType>(datatype),
-      shape.data(), shape.size()));
-  TRITONSERVER_Error* err = api.TRITONSERVER_InferenceRequestAppendInputData(
-      r, name.c_str(), reinterpret_cast<const void*>(base), byte_size,
-      static_cast<TRITONSERVER_MemoryType>(memory_type), memory_type_id);
-  if (err != nullptr) {
-    ErrorPtr ignored(api.TRITONSERVER_InferenceRequestRemoveInput(r, name.c_str()));
-    Check(err);
+  if (id_) Check(TRITON_FN(TRITONSERVER_InferenceRequestSetId)(r, id_->c_str()));
+  if (flags_) Check(TRITON_FN(TRITONSERVER_InferenceRequestSetFlags)(r, flags_));
+  if (correlation_id_) {
+    if (const auto* n = std::get_if<uint64_t>(&*correlation_id_)) {
+      Check(TRITON_FN(TRITONSERVER_InferenceRequestSetCorrelationId)(r, *n));
+    } else {
+      Check(TRITON_FN(TRITONSERVER_InferenceRequestSetCorrelationIdString)(
+          r, std::get<std::string>(*correlation_id_).c_str()));
+    }
   }
-  if (!owner.is_none()) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    owners_.push_back(owner.release().ptr());
+  if (priority_) Check(TRITON_FN(TRITONSERVER_InferenceRequestSetPriorityUInt64)(r, priority_));
+  if (timeout_us_) {
+    Check(TRITON_FN(TRITONSERVER_InferenceRequestSetTimeoutMicroseconds)(r, timeout_us_));
+  }
+  for (const auto& [key, value] : parameters_) {
+    const char* k = key.c_str();
+    if (const auto* s = std::get_if<std::string>(&value)) {
+      Check(TRITON_FN(TRITONSERVER_InferenceRequestSetStringParameter)(r, k, s->c_str()));
+    } else if (const auto* i = std::get_if<int64_t>(&value)) {
+      Check(TRITON_FN(TRITONSERVER_InferenceRequestSetIntParameter)(r, k, *i));
+    } else if (const auto* b = std::get_if<bool>(&value)) {
+      Check(TRITON_FN(TRITONSERVER_InferenceRequestSetBoolParameter)(r, k, *b));
+    } else {
+      Check(TRITON_FN(TRITONSERVER_InferenceRequestSetDoubleParameter)(r, k,
+                                                                       std::get<double>(value)));
+    }
+  }
+  for (const Input& in : inputs_) {
+    Check(api.TRITONSERVER_InferenceRequestAddInput(
+        r, in.name.c_str(), static_cast<TRITONSERVER_DataType>(in.datatype), in.shape.data(),
+        in.shape.size()));
+    Check(api.TRITONSERVER_InferenceRequestAppendInputData(
+        r, in.name.c_str(), reinterpret_cast<const void*>(in.data_ptr), in.byte_size,
+        static_cast<TRITONSERVER_MemoryType>(in.memory_type), in.memory_type_id));
+  }
+  for (const std::string& name : outputs_) {
+    Check(TRITON_FN(TRITONSERVER_InferenceRequestAddRequestedOutput)(r, name.c_str()));
   }
 }
 
-void Request::OnRelease(TRITONSERVER_InferenceRequest*, uint32_t flags,
-                        void* userp) {
+void Request::OnRelease(TRITONSERVER_InferenceRequest*, uint32_t flags, void* userp) {
   if (!(flags & TRITONSERVER_REQUEST_RELEASE_ALL)) return;
   auto* self = static_cast<Request*>(userp);
-  std::shared_ptr<Request> keep;
-  {
-    std::lock_guard<std::mutex> lock(self->mutex_);
-    keep = std::move(self->in_flight_);
-    // Deleting a request from its own release callback is allowed; doing it
-    // now drops the core's references (the model) whatever Python still holds.
-    ErrorPtr ignored(Core().TRITONSERVER_InferenceRequestDelete(self->request_));
-    self->request_ = nullptr;
+  try {
+    std::shared_ptr<Request> keep;
+    {
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      keep = std::move(self->in_flight_);
+      // Deleting a request from its own release callback is allowed.
+      ErrorPtr ignored(Core().TRITONSERVER_InferenceRequestDelete(self->request_));
+      self->request_ = nullptr;
+    }
+    // The core reads no more input: the data's owners can go now.
+    self->DropOwners();
+  } catch (...) {
+    // Called from C: nothing may unwind. Nothing above throws in practice
+    // (a mutex failing to lock is the only candidate).
   }
-  // The core reads no more input: the data's owners can go now.
-  self->DropOwners();
 }
 
 std::shared_ptr<ResponseSink> Request::Send() {
-  TRITONSERVER_InferenceRequest* r = Mutable();
+  Unsent();
   const CoreApi& api = Core();
   // Held only while the core takes the request.
   std::shared_ptr<ServerHandle> server = server_.lock();
-  if (!server) {
-    throw TritonError(TRITONSERVER_ERROR_UNAVAILABLE, "the server is stopped");
-  }
+  if (!server) throw TritonError(TRITONSERVER_ERROR_UNAVAILABLE, "the server is stopped");
+
+  TRITONSERVER_InferenceRequest* r = nullptr;
+  Check(TRITON_FN(TRITONSERVER_InferenceRequestNew)(&r, server->get(), model_.c_str(), version_));
+  struct Unsubmitted {  // deletes the core request unless the core took it
+    TRITONSERVER_InferenceRequest* r;
+    ~Unsubmitted() {
+      if (r != nullptr) ErrorPtr ignored(Core().TRITONSERVER_InferenceRequestDelete(r));
+    }
+  } guard{r};
+  Fill(r);
+
   auto sink = std::make_shared<ResponseSink>();
-  auto* holder = new std::shared_ptr<ResponseSink>(sink);
-  TRITONSERVER_Error* err = api.TRITONSERVER_InferenceRequestSetResponseCallback(
-      r, DefaultAllocator(), nullptr, &ResponseSink::OnComplete, holder);
-  if (err == nullptr) {
-    err = api.TRITONSERVER_InferenceRequestSetReleaseCallback(r, &Request::OnRelease, this);
-  }
-  if (err != nullptr) {
-    delete holder;
-    Check(err);
-  }
+  auto holder = std::make_unique<std::shared_ptr<ResponseSink>>(sink);
+  Check(api.TRITONSERVER_InferenceRequestSetResponseCallback(
+      r, DefaultAllocator(), nullptr, &ResponseSink::OnComplete, holder.get()));
+  Check(api.TRITONSERVER_InferenceRequestSetReleaseCallback(r, &Request::OnRelease, this));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     sent_ = true;
+    request_ = r;
     in_flight_ = shared_from_this();
   }
+  TRITONSERVER_Error* err = nullptr;
   {
     // Callbacks may run on this very thread inside InferAsync (a cache hit,
     // an early error) and take the GIL; the core never needs ours.
@@ -117,70 +149,58 @@ std::shared_ptr<ResponseSink> Request::Send() {
     err = api.TRITONSERVER_ServerInferAsync(server->get(), r, nullptr);
   }
   if (err != nullptr) {
-    // Refused: no callback will come; ownership stays with us.
+    // Refused: no callback will come and the request is still ours.
     std::shared_ptr<Request> self;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       self = std::move(in_flight_);
+      request_ = nullptr;
       sent_ = false;
     }
-    delete holder;
-    Check(err);
+    Check(err);  // `guard` deletes the request, `holder` the sink reference
   }
+  guard.r = nullptr;   // the core's now, until OnRelease
+  holder.release();    // freed by OnComplete at the final response
   return sink;
 }
 
 void Request::Cancel() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (request_ == nullptr || !sent_) return;  // released already: nothing to cancel
+  if (request_ == nullptr) return;  // not sent, or released: nothing to cancel
   Check(TRITON_FN(TRITONSERVER_InferenceRequestCancel)(request_));
 }
 
 void RegisterRequest(py::module_& m) {
   using R = Request;
-  using Str = const std::string&;
   py::class_<Request, std::shared_ptr<Request>>(m, "InferenceRequest")
-      .def(py::init<const Server&, Str, int64_t>(), py::arg("server"), py::arg("model"),
-           py::arg("version") = -1)
-      .def("set_id", [](R& r, Str v) {
-        Check(TRITON_FN(TRITONSERVER_InferenceRequestSetId)(r.Mutable(), v.c_str()));
+      .def(py::init<const Server&, std::string, int64_t>(), py::arg("server"),
+           py::arg("model"), py::arg("version") = -1)
+      .def("set_id", &R::SetId)
+      .def("set_flags", &R::SetFlags)
+      .def("set_correlation_id", [](R& r, uint64_t v) { r.SetCorrelationId(v); })
+      .def("set_correlation_id_string", [](R& r, std::string v) { r.SetCorrelationId(v); })
+      .def("set_priority", &R::SetPriority)
+      .def("set_timeout_microseconds", &R::SetTimeout)
+      .def("add_input", [](R& r, std::string name, int datatype, std::vector<int64_t> shape,
+                           uintptr_t data_ptr, size_t byte_size, int memory_type,
+                           int64_t memory_type_id, py::object owner) {
+        r.AddInput({std::move(name), datatype, std::move(shape), data_ptr, byte_size,
+                    memory_type, memory_type_id}, std::move(owner));
+      }, py::arg("name"), py::arg("datatype"), py::arg("shape"), py::arg("data_ptr"),
+         py::arg("byte_size"), py::arg("memory_type"), py::arg("memory_type_id"),
+         py::arg("owner"))
+      .def("add_requested_output", &R::AddRequestedOutput)
+      .def("set_string_parameter", [](R& r, std::string k, std::string v) {
+        r.SetParameter(std::move(k), std::move(v));
       })
-      .def("set_flags", [](R& r, uint32_t v) {
-        Check(TRITON_FN(TRITONSERVER_InferenceRequestSetFlags)(r.Mutable(), v));
+      .def("set_int_parameter", [](R& r, std::string k, int64_t v) {
+        r.SetParameter(std::move(k), v);
       })
-      .def("set_correlation_id", [](R& r, uint64_t v) {
-        Check(TRITON_FN(TRITONSERVER_InferenceRequestSetCorrelationId)(r.Mutable(), v));
+      .def("set_bool_parameter", [](R& r, std::string k, bool v) {
+        r.SetParameter(std::move(k), v);
       })
-      .def("set_correlation_id_string", [](R& r, Str v) {
-        Check(TRITON_FN(TRITONSERVER_InferenceRequestSetCorrelationIdString)(r.Mutable(),
-                                                                             v.c_str()));
-      })
-      .def("set_priority", [](R& r, uint64_t v) {
-        Check(TRITON_FN(TRITONSERVER_InferenceRequestSetPriorityUInt64)(r.Mutable(), v));
-      })
-      .def("set_timeout_microseconds", [](R& r, uint64_t v) {
-        Check(TRITON_FN(TRITONSERVER_InferenceRequestSetTimeoutMicroseconds)(r.Mutable(), v));
-      })
-      .def("add_input", &Request::AddInput, py::arg("name"), py::arg("datatype"),
-           py::arg("shape"), py::arg("data_ptr"), py::arg("byte_size"),
-           py::arg("memory_type"), py::arg("memory_type_id"), py::arg("owner"))
-      .def("add_requested_output", [](R& r, Str name) {
-        Check(TRITON_FN(TRITONSERVER_InferenceRequestAddRequestedOutput)(r.Mutable(),
-                                                                         name.c_str()));
-      })
-      .def("set_string_parameter", [](R& r, Str k, Str v) {
-        Check(TRITON_FN(TRITONSERVER_InferenceRequestSetStringParameter)(r.Mutable(), k.c_str(),
-                                                                         v.c_str()));
-      })
-      .def("set_int_parameter", [](R& r, Str k, int64_t v) {
-        Check(TRITON_FN(TRITONSERVER_InferenceRequestSetIntParameter)(r.Mutable(), k.c_str(), v));
-      })
-      .def("set_bool_parameter", [](R& r, Str k, bool v) {
-        Check(TRITON_FN(TRITONSERVER_InferenceRequestSetBoolParameter)(r.Mutable(), k.c_str(), v));
-      })
-      .def("set_double_parameter", [](R& r, Str k, double v) {
-        Check(TRITON_FN(TRITONSERVER_InferenceRequestSetDoubleParameter)(r.Mutable(), k.c_str(),
-                                                                         v));
+      .def("set_double_parameter", [](R& r, std::string k, double v) {
+        r.SetParameter(std::move(k), v);
       })
       .def("send", &Request::Send)
       .def("cancel", &Request::Cancel);

@@ -1,15 +1,20 @@
-// TRITONSERVER_InferenceRequest. Python fills it, then Send() hands it to
-// the core, which owns it until the release callback; the callback deletes
-// it, so a Python object that outlives the request (an iterator kept for
-// cancel()) never keeps a model loaded. Input data is read in place: the
-// Python objects that own it stay referenced until release.
+// An inference request. Python records what to send (settings, inputs by
+// reference, parameters); Send() creates the core's request, fills it and
+// hands it to the core in one call, deleting it again if any step fails.
+// The core owns the request until its release callback, which deletes it.
+// So a core request (which keeps its model loaded) exists only while the
+// core works on it: no Python object, traceback or garbage cycle can hold
+// one. Input data is read in place: the Python objects that own it stay
+// referenced until release.
 #pragma once
 
 #include <pybind11/pybind11.h>
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "bindings/response.h"
@@ -20,36 +25,62 @@ namespace tritonpy {
 
 class Request : public std::enable_shared_from_this<Request> {
  public:
-  Request(const Server& server, const std::string& model, int64_t version);
+  using Parameter = std::variant<std::string, int64_t, bool, double>;
+  struct Input {
+    std::string name;
+    int datatype;
+    std::vector<int64_t> shape;
+    uintptr_t data_ptr;
+    size_t byte_size;
+    int memory_type;
+    int64_t memory_type_id;
+  };
+
+  Request(const Server& server, std::string model, int64_t version);
   ~Request();
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
 
-  // The C request, for setters; refused once the request was sent.
-  TRITONSERVER_InferenceRequest* Mutable();
+  // Recording, before Send(). `owner` keeps the input's memory alive until
+  // the core releases the request.
+  void SetId(std::string id) { Unsent(); id_ = std::move(id); }
+  void SetFlags(uint32_t flags) { Unsent(); flags_ = flags; }
+  void SetCorrelationId(std::variant<uint64_t, std::string> id) { Unsent(); correlation_id_ = std::move(id); }
+  void SetPriority(uint64_t priority) { Unsent(); priority_ = priority; }
+  void SetTimeout(uint64_t timeout_us) { Unsent(); timeout_us_ = timeout_us; }
+  void SetParameter(std::string key, Parameter value);
+  void AddRequestedOutput(std::string name) { Unsent(); outputs_.push_back(std::move(name)); }
+  void AddInput(Input input, pybind11::object owner);
 
-  // Declares input `name` and appends one buffer of its data, in place;
-  // `owner` is kept alive until the core releases the request.
-  void AddInput(const std::string& name, int datatype,
-                const std::vector<int64_t>& shape, uintptr_t base,
-                size_t byte_size, int memory_type, int64_t memory_type_id,
-                pybind11::object owner);
-
-  // Hands the request to the core; responses arrive in the returned sink.
+  // Creates the core request and hands it to the core; responses arrive in
+  // the returned sink.
   std::shared_ptr<ResponseSink> Send();
   void Cancel();
 
  private:
+  void Unsent() const;
+  void Fill(TRITONSERVER_InferenceRequest* r) const;
   static void OnRelease(TRITONSERVER_InferenceRequest* request, uint32_t flags,
                         void* userp);
   void DropOwners();
 
   std::weak_ptr<ServerHandle> server_;  // the request never keeps it alive
-  TRITONSERVER_InferenceRequest* request_ = nullptr;  // null once released
-  std::mutex mutex_;
+  std::string model_;
+  int64_t version_;
+  std::optional<std::string> id_;
+  uint32_t flags_ = 0;
+  std::optional<std::variant<uint64_t, std::string>> correlation_id_;
+  uint64_t priority_ = 0;
+  uint64_t timeout_us_ = 0;
+  std::vector<std::pair<std::string, Parameter>> parameters_;
+  std::vector<std::string> outputs_;
+  std::vector<Input> inputs_;
+
+  mutable std::mutex mutex_;
   bool sent_ = false;
-  std::vector<PyObject*> owners_;          // strong refs, dropped under the GIL
-  std::shared_ptr<Request> in_flight_;     // self, while the core holds it
+  TRITONSERVER_InferenceRequest* request_ = nullptr;  // the core's, while in flight
+  std::vector<PyObject*> owners_;       // strong refs, dropped under the GIL
+  std::shared_ptr<Request> in_flight_;  // self, while the core holds it
 };
 
 void RegisterRequest(pybind11::module_& m);

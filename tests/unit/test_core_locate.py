@@ -806,6 +806,10 @@ def test_stub_env_python_has_numpy1_and_user_packages(stub_dest, real_core):
     t = time.monotonic()
     assert stub_env.ensure_stub_env(str(stub_dest)) == str(env_dir)
     assert time.monotonic() - t < 1.0  # already made
+    import numpy
+
+    if int(numpy.__version__.split(".")[0]) < 2:
+        pytest.skip("with numpy 1 the stub uses this interpreter, not the stub env")
     s, env = _stub_os_env(real_core)
     assert s.kind == "stub-env" and s.numpy_version.startswith("1.26")
     assert s.python == str(env_dir / "bin" / "python3")
