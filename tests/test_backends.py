@@ -144,3 +144,26 @@ def test_identity_every_dtype_and_rank(tmp_path):
         del out
     finally:
         stop_within(s)
+
+
+@pytest.mark.parametrize("make", [
+    lambda a: np.asfortranarray(a.reshape(4, 4)).reshape(-1, order="F"),  # not C-contiguous
+    lambda a: a.astype(">f4"),                                           # big-endian
+    lambda a: np.frombuffer(a.tobytes(), dtype=np.float32),               # read-only buffer
+    lambda a: np.broadcast_to(a[:1], (16,)),                              # stride 0
+], ids=["fortran", "big-endian", "read-only", "broadcast"])
+def test_identity_unusual_numpy_inputs(server, make):
+    a = np.arange(16, dtype=np.float32)
+    x = make(a)
+    out = infer_one(server.model("identity_fp32"), INPUT0=x).outputs["OUTPUT0"]
+    np.testing.assert_array_equal(np.from_dlpack(out), np.asarray(x, dtype=np.float32))
+
+
+def test_input_memory_is_read_in_place_and_kept_alive(server):
+    # The request references the caller's array; dropping every other
+    # reference right after sending must not free it under the core.
+    model = server.model("identity_fp32")
+    iterators = [model.infer(inputs={"INPUT0": np.full(1 << 16, i, np.float32)}) for i in range(8)]
+    for i, it in enumerate(iterators):
+        out = np.from_dlpack(next(it).outputs["OUTPUT0"])
+        assert out.shape == (1 << 16,) and (out == i).all()

@@ -189,6 +189,21 @@ void RegisterRequest(py::module_& m) {
       }, py::arg("name"), py::arg("datatype"), py::arg("shape"), py::arg("data_ptr"),
          py::arg("byte_size"), py::arg("memory_type"), py::arg("memory_type_id"),
          py::arg("owner"))
+      .def("add_input_array", [](R& r, std::string name, int datatype,
+                                 std::vector<int64_t> shape, py::object array) {
+        // The fast path for C-contiguous host arrays: the buffer protocol
+        // gives pointer and size in one step; the array stays referenced
+        // (so its memory stays put) until the core releases the request.
+        Py_buffer view;
+        if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
+          throw py::error_already_set();
+        }
+        Request::Input input{std::move(name), datatype, std::move(shape),
+                             reinterpret_cast<uintptr_t>(view.buf),
+                             static_cast<size_t>(view.len), TRITONSERVER_MEMORY_CPU, 0};
+        PyBuffer_Release(&view);
+        r.AddInput(std::move(input), std::move(array));
+      }, py::arg("name"), py::arg("datatype"), py::arg("shape"), py::arg("array"))
       .def("add_requested_output", &R::AddRequestedOutput)
       .def("set_string_parameter", [](R& r, std::string k, std::string v) {
         r.SetParameter(std::move(k), std::move(v));

@@ -38,6 +38,11 @@ _FROM_DLPACK[(DL_UINT, 1)] = DataType.BOOL
 _ITEMSIZE = {dt: bits // 8 for dt, _, (_, bits) in _ROWS}
 
 
+def data_type_by_dtype() -> dict:
+    """{numpy dtype: int DataType} for the fixed-size types (native order)."""
+    return {npt: int(dt) for npt, dt in _FROM_NUMPY.items()}
+
+
 def to_numpy_dtype(data_type: DataType) -> np.dtype:
     if data_type == DataType.BYTES:
         return np.dtype(np.object_)

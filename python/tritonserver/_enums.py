@@ -33,6 +33,10 @@ ModelTxnPropertyFlag = _make("ModelTxnPropertyFlag", flag=True)
 ModelControlMode = _make("ModelControlMode")
 RateLimitMode = _make("RateLimitMode")
 
+# int -> member, for hot paths (calling an enum class costs more).
+DATA_TYPES = {int(m): m for m in DataType}
+MEMORY_TYPES = {int(m): m for m in MemoryType}
+
 RESPONSE_COMPLETE_FINAL: int = _TABLES["ResponseCompleteFlag"]["FINAL"]
 
 __all__ = [

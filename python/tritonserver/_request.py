@@ -7,7 +7,10 @@ import queue
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+import numpy as np
+
 from tritonserver._c import triton_bindings as _bindings
+from tritonserver._datatypes import data_type_by_dtype
 from tritonserver._errors import InvalidArgumentError, TritonError
 from tritonserver._tensor import Tensor, parse_device
 
@@ -15,7 +18,8 @@ if TYPE_CHECKING:
     from tritonserver._memory import MemoryAllocator
     from tritonserver._model import Model
 
-_UINT64_MAX = (1 << 64) - 1
+# numpy dtype -> DataType value, for the in-place fast path.
+_DATA_TYPE_OF_DTYPE = data_type_by_dtype()
 
 
 @dataclass
@@ -42,14 +46,17 @@ class InferenceRequest:
     response_queue: Optional[Union[queue.SimpleQueue, asyncio.Queue]] = None
 
     def _create_c_request(self) -> Any:
-        """The core request, filled from this object (validated first)."""
+        """The binding's request, filled from this object (validated first).
+
+        Fields at their defaults cost nothing; only set ones are checked.
+        """
         model = self.model
         request = _bindings.InferenceRequest(model._server._handle(), model.name, model.version)
         if self.request_id is not None:
             _check_type("request_id", self.request_id, str)
             request.set_id(self.request_id)
-        _check_uint("flags", self.flags, 32)
         if self.flags:
+            _check_uint("flags", self.flags, 32)
             request.set_flags(self.flags)
         if self.correlation_id is not None:
             if isinstance(self.correlation_id, str):
@@ -57,24 +64,33 @@ class InferenceRequest:
             else:
                 _check_uint("correlation_id", self.correlation_id, 64)
                 request.set_correlation_id(self.correlation_id)
-        _check_uint("priority", self.priority, 64)
         if self.priority:
+            _check_uint("priority", self.priority, 64)
             request.set_priority(self.priority)
-        _check_uint("timeout", self.timeout, 64)
         if self.timeout:
+            _check_uint("timeout", self.timeout, 64)
             request.set_timeout_microseconds(self.timeout)
-        for key, value in self.parameters.items():
-            _set_parameter(request, key, value)
+        if self.parameters:
+            for key, value in self.parameters.items():
+                _set_parameter(request, key, value)
         if self.output_memory_type is not None:
             parse_device(self.output_memory_type)  # validated; host memory is what we allocate
         if self.output_memory_allocator is not None:
             raise InvalidArgumentError("output_memory_allocator is not supported yet")
-        if not isinstance(self.inputs, dict):
+        inputs = self.inputs
+        if not isinstance(inputs, dict):
             raise InvalidArgumentError("inputs must be a dict of name to tensor")
-        declared = model._input_datatypes()
-        for name, value in self.inputs.items():
+        declared = None
+        for name, value in inputs.items():
             if not isinstance(name, str):
                 raise InvalidArgumentError(f"input names must be str, not {type(name).__name__}")
+            if type(value) is np.ndarray and value.flags.c_contiguous:
+                data_type = _DATA_TYPE_OF_DTYPE.get(value.dtype)
+                if data_type is not None:  # host array of a fixed-size type: in place
+                    request.add_input_array(name, data_type, value.shape, value)
+                    continue
+            if declared is None:
+                declared = model._input_datatypes()
             try:
                 tensor = Tensor._from_object(value, declared.get(name))
             except TritonError:

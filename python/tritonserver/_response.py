@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import queue
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from tritonserver._enums import RESPONSE_COMPLETE_FINAL, DataType, MemoryType
+from tritonserver._enums import DATA_TYPES, MEMORY_TYPES, RESPONSE_COMPLETE_FINAL
 from tritonserver._errors import TritonError, error_from_code
 from tritonserver._tensor import MemoryBuffer, Tensor
 
@@ -46,8 +47,8 @@ class InferenceResponse:
             response.error = error_from_code(*error)
         for name, dtype, shape, ptr, size, mtype, mtype_id, owner in outputs:
             # `owner` holds the output memory: each tensor keeps it alive.
-            buffer = MemoryBuffer(ptr, MemoryType(mtype), mtype_id, size, owner)
-            response.outputs[name] = Tensor(DataType(dtype), shape, buffer)
+            buffer = MemoryBuffer(ptr, MEMORY_TYPES[mtype], mtype_id, size, owner)
+            response.outputs[name] = Tensor(DATA_TYPES[dtype], shape, buffer)
         return response
 
 
@@ -119,18 +120,10 @@ class AsyncResponseIterator(_Responses):
                  request_id: Optional[str] = None):
         super().__init__(model, request, sink, user_queue, raise_on_error, request_id)
         self._loop = loop if loop is not None else asyncio.get_running_loop()
-        self._queue: asyncio.Queue = asyncio.Queue()
-        # The sink calls the notifier on a core thread (with the GIL); it only
-        # schedules a drain on the loop. A weak reference keeps the sink from
-        # holding this iterator alive.
-        this = weakref.ref(self)
-        loop_ref = self._loop
-
-        def notify() -> None:
-            loop_ref.call_soon_threadsafe(_drain, this)
-
-        sink.set_notifier(notify)
-        _drain(this)  # anything that arrived before the notifier was set
+        self._waiter: Optional[asyncio.Future] = None
+        # The sink calls the notifier on a core thread; a weak reference keeps
+        # the sink from holding this iterator alive.
+        sink.set_notifier(functools.partial(_LoopWaker.of(self._loop).notify, weakref.ref(self)))
 
     def __aiter__(self) -> "AsyncResponseIterator":
         return self
@@ -138,23 +131,64 @@ class AsyncResponseIterator(_Responses):
     async def __anext__(self) -> InferenceResponse:
         if self._complete:
             raise StopAsyncIteration
-        response = self._make(*await self._queue.get())
+        while True:
+            item = self._sink.try_get()
+            if item is not None:
+                break
+            # Woken by _wake, which only runs on this loop's thread, after
+            # this coroutine yields: no response can slip between the two.
+            self._waiter = self._loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        response = self._make(*item)
         if self._user_queue is not None:
             await self._user_queue.put(response)
         return self._check(response)
 
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
-def _drain(ref: "weakref.ref[AsyncResponseIterator]") -> None:
-    it = ref()
-    if it is None:
-        return
-    while True:
-        item = it._sink.try_get()
-        if item is None:
-            return
-        it._queue.put_nowait(item)
-        if item[0] & RESPONSE_COMPLETE_FINAL:
-            it._sink.set_notifier(None)
+
+class _LoopWaker:
+    """Wakes the iterators of one event loop, batching wake-ups: however many
+    responses arrive between two turns of the loop, it is woken once."""
+
+    _by_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaker]" = \
+        weakref.WeakKeyDictionary()
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> "_LoopWaker":
+        waker = cls._by_loop.get(loop)
+        if waker is None:
+            waker = cls._by_loop[loop] = cls(loop)
+        return waker
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self._loop = weakref.ref(loop)
+        self._ready: list = []
+        self._scheduled = False
+
+    def notify(self, ref: "weakref.ref[AsyncResponseIterator]") -> None:
+        # Runs on a core thread, with the GIL. _run clears the flag before it
+        # takes the list, so an entry is always seen by a run.
+        self._ready.append(ref)
+        if not self._scheduled:
+            loop = self._loop()
+            if loop is not None and not loop.is_closed():
+                self._scheduled = True
+                loop.call_soon_threadsafe(self._run)
+
+    def _run(self) -> None:
+        self._scheduled = False
+        ready, self._ready = self._ready, []
+        for ref in ready:
+            it = ref()
+            if it is not None:
+                it._wake()
 
 
 def _raise_without_cycle(response: InferenceResponse) -> None:

@@ -100,7 +100,7 @@ class Tensor:
                                    device_type, device_id, self.memory_buffer.owner)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        device = _DLPACK_DEVICE_BY_MEMORY_TYPE[MemoryType(self.memory_type)]
+        device = _DLPACK_DEVICE_BY_MEMORY_TYPE[self.memory_type]
         return (device, self.memory_type_id if device == dt.DL_CUDA else 0)
 
     @staticmethod
