@@ -4,6 +4,8 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bindings/errors.h"
 #include "core_api.h"
@@ -48,15 +50,65 @@ TRITONSERVER_Error* ReleaseHost(TRITONSERVER_ResponseAllocator*, void*,
   return nullptr;
 }
 
+// Freed large buffers kept for reuse by a request of the same size.
+class LargeBufferPool {
+ public:
+  static constexpr size_t kMinSize = size_t{1} << 20;
+  static constexpr size_t kMaxBytes = size_t{256} << 20;
+  static constexpr size_t kMaxCount = 8;
+
+  void* Take(size_t size) {
+    if (size < kMinSize) return nullptr;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t i = 0; i < free_.size(); ++i) {
+      if (free_[i].first == size) {
+        void* p = free_[i].second;
+        free_[i] = free_.back();
+        free_.pop_back();
+        held_ -= size;
+        return p;
+      }
+    }
+    return nullptr;
+  }
+
+  // Keeps `p` if it fits the bounds (evicting the oldest), else frees it.
+  void Give(void* p, size_t size) {
+    if (size >= kMinSize && size <= kMaxBytes) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      while (!free_.empty() && (free_.size() >= kMaxCount || held_ + size > kMaxBytes)) {
+        std::free(free_.front().second);
+        held_ -= free_.front().first;
+        free_.erase(free_.begin());
+      }
+      free_.emplace_back(size, p);
+      held_ += size;
+      return;
+    }
+    std::free(p);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<size_t, void*>> free_;
+  size_t held_ = 0;
+};
+
+LargeBufferPool& Pool() {
+  static auto* pool = new LargeBufferPool();  // lives until exit, by design
+  return *pool;
+}
+
 }  // namespace
 
 HostBuffer* HostBuffer::New(size_t byte_size) {
-  void* p = nullptr;
-  if (byte_size > 0 && (posix_memalign(&p, kAlignment, byte_size) != 0 || p == nullptr)) {
+  void* p = byte_size > 0 ? Pool().Take(byte_size) : nullptr;
+  if (byte_size > 0 && p == nullptr &&
+      (posix_memalign(&p, kAlignment, byte_size) != 0 || p == nullptr)) {
     return nullptr;
   }
-  HostBuffer* host = new (std::nothrow) HostBuffer(p);
-  if (host == nullptr) std::free(p);
+  HostBuffer* host = new (std::nothrow) HostBuffer(p, byte_size);
+  if (host == nullptr) Pool().Give(p, byte_size);
   return host;
 }
 
@@ -64,7 +116,9 @@ void HostBuffer::Unref() {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
 }
 
-HostBuffer::~HostBuffer() { std::free(data_); }
+HostBuffer::~HostBuffer() {
+  if (data_ != nullptr) Pool().Give(data_, size_);
+}
 
 TRITONSERVER_ResponseAllocator* DefaultAllocator() {
   static std::once_flag once;

@@ -6,6 +6,10 @@
 // releases the buffer (when the response is deleted), and every Python
 // object that views the buffer holds another. So a response can be deleted
 // as soon as it has been read, while its tensors live on in Python.
+//
+// Large buffers (1 MiB and up) are recycled through a small pool, bounded in
+// count and bytes: a fresh large allocation is fresh pages, and faulting in
+// 16 MiB of them costs more than copying 16 MiB.
 #pragma once
 
 #include <atomic>
@@ -24,9 +28,10 @@ class HostBuffer {
   void* data() const { return data_; }
 
  private:
-  explicit HostBuffer(void* data) : data_(data) {}
+  HostBuffer(void* data, size_t size) : data_(data), size_(size) {}
   ~HostBuffer();
   void* data_;
+  size_t size_;
   std::atomic<int> refs_{1};
 };
 
