@@ -65,7 +65,9 @@ std::shared_ptr<ServerHandle> Server::Handle() const {
 
 namespace {
 
-using ParamValue = std::variant<bool, int64_t, std::string, py::bytes>;
+// bytes first: pybind11 would also turn a bytes object into std::string;
+// bool before int: a Python bool is an int.
+using ParamValue = std::variant<py::bytes, bool, int64_t, std::string>;
 
 // TRITONSERVER_Parameter objects built from Python values, freed together.
 class ParameterList {

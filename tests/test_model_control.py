@@ -1,0 +1,97 @@
+"""Loading with parameters, and options that must reach the core."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import tritonserver
+from conftest import start_server, stop_within
+
+PYTHON_DOUBLE = b'''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "X").as_numpy()
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", (2 * x).astype(np.float32))]))
+        return out
+'''
+
+
+@pytest.fixture
+def explicit(example_repo, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(example_repo, repo)
+    s = start_server(model_repository=str(repo),
+                     model_control_mode=tritonserver.ModelControlMode.EXPLICIT)
+    yield s
+    stop_within(s)
+
+
+def test_load_with_a_config_override(explicit):
+    config = {"backend": "identity", "max_batch_size": 4, "dynamic_batching": {},
+              "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+              "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}]}
+    model = explicit.load("identity_fp32", {"config": json.dumps(config)})
+    assert model.ready()
+    assert model.config()["max_batch_size"] == 4
+    assert model.batch_properties() == tritonserver.ModelBatchFlag.FIRST_DIM
+    out = next(model.infer(inputs={"INPUT0": np.ones((2, 3), np.float32)}))
+    assert np.from_dlpack(out.outputs["OUTPUT0"]).shape == (2, 3)
+
+
+def test_load_a_model_given_as_bytes(explicit):
+    # A model that exists nowhere on disk: config and file content given in
+    # the load call (the core writes them to a temporary repository).
+    config = {"backend": "python", "max_batch_size": 0,
+              "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],
+              "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}]}
+    model = explicit.load("doubler", {"config": json.dumps(config),
+                                      "file:1/model.py": PYTHON_DOUBLE})
+    out = next(model.infer(inputs={"X": np.array([1.5, -2.0], np.float32)}))
+    assert np.from_dlpack(out.outputs["Y"]).tolist() == [3.0, -4.0]
+    explicit.unload("doubler", wait_until_unloaded=True, timeout=30)
+    assert ("doubler", 1) not in explicit.models(exclude_not_ready=True)
+
+
+def test_load_parameter_types_are_checked(explicit):
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        explicit.load("identity_fp32", {"config": 3.5})
+    assert explicit.live()
+
+
+def test_local_response_cache_serves_hits(example_repo, tmp_path):
+    repo = tmp_path / "repo"
+    os.makedirs(repo / "cached" / "1")
+    (repo / "cached" / "config.pbtxt").write_text(
+        'backend: "identity"\nmax_batch_size: 0\nresponse_cache { enable: true }\n'
+        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+        'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n')
+    s = start_server(model_repository=str(repo), cache_config={"local": {"size": 1 << 20}})
+    try:
+        model = s.model("cached")
+        x = np.arange(8, dtype=np.float32)
+        for _ in range(3):
+            out = next(model.infer(inputs={"INPUT0": x}))
+            np.testing.assert_array_equal(np.from_dlpack(out.outputs["OUTPUT0"]), x)
+        stats = model.statistics()["model_stats"][0]["inference_stats"]
+        assert stats["cache_hit"]["count"] == 2 and stats["cache_miss"]["count"] == 1
+        del out
+    finally:
+        stop_within(s)
+
+
+def test_metrics_are_prometheus_text(server):
+    next(server.model("identity_fp32").infer(inputs={"INPUT0": np.ones(2, np.float32)}))
+    text = server.metrics()
+    assert "nv_inference_request_success" in text
+    assert 'model="identity_fp32"' in text
