@@ -113,7 +113,7 @@ void Request::OnRelease(TRITONSERVER_InferenceRequest*, uint32_t flags, void* us
   }
 }
 
-std::shared_ptr<ResponseSink> Request::Send() {
+std::shared_ptr<ResponseSink> Request::Send(std::shared_ptr<ResponseSink> sink) {
   Unsent();
   const CoreApi& api = Core();
   // Held only while the core takes the request.
@@ -130,7 +130,7 @@ std::shared_ptr<ResponseSink> Request::Send() {
   } guard{r};
   Fill(r);
 
-  auto sink = std::make_shared<ResponseSink>();
+  if (!sink) sink = std::make_shared<ResponseSink>();
   auto holder = std::make_unique<std::shared_ptr<ResponseSink>>(sink);
   Check(api.TRITONSERVER_InferenceRequestSetResponseCallback(
       r, DefaultAllocator(), nullptr, &ResponseSink::OnComplete, holder.get()));
@@ -217,7 +217,8 @@ void RegisterRequest(py::module_& m) {
       .def("set_double_parameter", [](R& r, std::string k, double v) {
         r.SetParameter(std::move(k), v);
       })
-      .def("send", &Request::Send)
+      .def("send", &Request::Send, py::arg("sink") = nullptr,
+           "Submit; responses go to `sink` (a new one if None), which is returned.")
       .def("cancel", &Request::Cancel);
 }
 

@@ -53,8 +53,8 @@ class Request : public std::enable_shared_from_this<Request> {
   void AddInput(Input input, pybind11::object owner);
 
   // Creates the core request and hands it to the core; responses arrive in
-  // the returned sink.
-  std::shared_ptr<ResponseSink> Send();
+  // `sink` (made here when null), which is returned.
+  std::shared_ptr<ResponseSink> Send(std::shared_ptr<ResponseSink> sink);
   void Cancel();
 
  private:

@@ -154,13 +154,19 @@ void ResponseSink::Push(TRITONSERVER_InferenceResponse* response, uint32_t flags
     std::lock_guard<std::mutex> lock(mutex_);
     items_.push_back(std::move(item));
     if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) final_seen_ = true;
-    wake_python = notifier_ != nullptr;
+    // Taking the GIL on this thread is the expensive part: only when asked.
+    wake_python = notifier_ != nullptr && (notify_always_ || armed_);
+    armed_ = false;
   }
   ready_.notify_all();
   if (!wake_python) return;
   GilFromAnyThread gil;
   if (!gil.held() || notifier_ == nullptr) return;
-  PyObject* result = PyObject_CallNoArgs(notifier_);
+  // Held across the call: the notifier may replace itself (SetNotifier).
+  PyObject* notifier = notifier_;
+  Py_INCREF(notifier);
+  PyObject* result = PyObject_CallNoArgs(notifier);
+  Py_DECREF(notifier);
   if (result != nullptr) {
     Py_DECREF(result);
     return;
@@ -260,14 +266,23 @@ py::object ResponseSink::Get(double timeout_s) {
   }
 }
 
-void ResponseSink::SetNotifier(py::object notifier) {
+void ResponseSink::SetNotifier(py::object notifier, bool always) {
   PyObject* old = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     old = notifier_;
     notifier_ = notifier.is_none() ? nullptr : notifier.release().ptr();
+    notify_always_ = always;
+    armed_ = false;
   }
   Py_XDECREF(old);
+}
+
+bool ResponseSink::Arm() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!items_.empty() || notifier_error_ != nullptr) return false;
+  armed_ = true;
+  return true;
 }
 
 bool ResponseSink::Finished() {
@@ -279,10 +294,13 @@ void RegisterResponse(py::module_& m) {
   py::class_<OutputMemory, std::shared_ptr<OutputMemory>>(m, "OutputMemory",
                                                           "Keeps one output buffer alive.");
   py::class_<ResponseSink, std::shared_ptr<ResponseSink>>(m, "ResponseSink")
+      .def(py::init<>())
       .def("get", &ResponseSink::Get, py::arg("timeout") = -1.0,
            "Wait for the next (flags, payload); None on timeout.")
       .def("try_get", &ResponseSink::TryGet)
-      .def("set_notifier", &ResponseSink::SetNotifier)
+      .def("set_notifier", &ResponseSink::SetNotifier, py::arg("notifier"),
+           py::arg("always") = true)
+      .def("arm", &ResponseSink::Arm)
       .def("finished", &ResponseSink::Finished);
 }
 

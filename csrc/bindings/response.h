@@ -63,8 +63,12 @@ class ResponseSink {
   // wait timed out (Get).
   pybind11::object Get(double timeout_s);
   pybind11::object TryGet();
-  // Called with the GIL each time something arrives (asyncio wake-ups).
-  void SetNotifier(pybind11::object notifier);
+  // `notifier` is called with the GIL, on the pushing thread: at every
+  // arrival when `always`, else only for the first arrival after Arm().
+  void SetNotifier(pybind11::object notifier, bool always);
+  // Asks for one notification at the next arrival; false (and no request)
+  // when something is already there to take.
+  bool Arm();
   bool Finished();
 
   // The completion callback registered with the core; userp is a
@@ -84,6 +88,8 @@ class ResponseSink {
   std::condition_variable ready_;
   std::deque<Item> items_;
   bool final_seen_ = false;
+  bool notify_always_ = true;
+  bool armed_ = false;
   PyObject* notifier_ = nullptr;  // strong reference; changed under the GIL
   PyObject* notifier_error_ = nullptr;  // exception raised by the notifier
 };

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Optional
 
+from tritonserver._c import triton_bindings as _bindings
 from tritonserver._enums import DataType, ModelBatchFlag, ModelTxnPropertyFlag
 from tritonserver._errors import InvalidArgumentError
 from tritonserver._request import InferenceRequest
@@ -35,9 +36,12 @@ class Model:
         """Send a request; returns an iterator over its responses."""
         request = self._resolve_request(inference_request, kwargs)
         c_request = request._create_c_request()
-        sink = c_request.send()
-        return ResponseIterator(self, c_request, sink, request.response_queue,
-                                raise_on_error, request.request_id)
+        sink = _bindings.ResponseSink()
+        # Made before sending, so its notifier is in place for any response.
+        iterator = ResponseIterator(self, c_request, sink, request.response_queue,
+                                    raise_on_error, request.request_id)
+        c_request.send(sink)
+        return iterator
 
     def async_infer(self, inference_request: Optional[InferenceRequest] = None,
                     raise_on_error: bool = True, **kwargs: Any) -> AsyncResponseIterator:
@@ -47,9 +51,11 @@ class Model:
         """
         request = self._resolve_request(inference_request, kwargs)
         c_request = request._create_c_request()
-        sink = c_request.send()
-        return AsyncResponseIterator(self, c_request, sink, request.response_queue,
-                                     raise_on_error, None, request.request_id)
+        sink = _bindings.ResponseSink()
+        iterator = AsyncResponseIterator(self, c_request, sink, request.response_queue,
+                                         raise_on_error, None, request.request_id)
+        c_request.send(sink)
+        return iterator
 
     def metadata(self) -> dict[str, Any]:
         return json.loads(self._server._handle().model_metadata(self.name, self.version))

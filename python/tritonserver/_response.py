@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import queue
+import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from tritonserver._enums import DATA_TYPES, MEMORY_TYPES, RESPONSE_COMPLETE_FINAL
 from tritonserver._errors import TritonError, error_from_code
@@ -52,27 +54,70 @@ class InferenceResponse:
         return response
 
 
+class _Forwarder:
+    """Delivers a request's responses on arrival: into the user's queue (as
+    the reference asks: there as well as to the iterator) and into a list
+    the iterator reads. Called by the sink on a core thread, with the GIL;
+    the lock keeps the user's queue in arrival order."""
+
+    def __init__(self, model: "Model", sink: Any, user_queue: Any, request_id: Optional[str],
+                 loop: Optional[asyncio.AbstractEventLoop]):
+        self._model = model
+        self._sink = sink
+        self._queue = user_queue
+        self._request_id = request_id
+        self._loop = loop
+        self.ready = threading.Condition()
+        self.pending: collections.deque = collections.deque()
+        self.on_item: Optional[Callable[[], None]] = None
+
+    def __call__(self) -> None:
+        with self.ready:
+            while True:
+                item = self._sink.try_get()
+                if item is None:
+                    break
+                response = InferenceResponse._from_c(self._model, *item, self._request_id)
+                if isinstance(self._queue, asyncio.Queue):
+                    loop = self._loop or _queue_loop(self._queue)
+                    loop.call_soon_threadsafe(self._queue.put_nowait, response)
+                else:
+                    self._queue.put(response)
+                self.pending.append(response)
+                if response.final:
+                    self._sink.set_notifier(None)  # the sink no longer needs us
+            self.ready.notify_all()
+        if self.on_item is not None:
+            self.on_item()
+
+
+def _queue_loop(q: asyncio.Queue) -> asyncio.AbstractEventLoop:
+    loop = getattr(q, "_loop", None) or getattr(q, "_get_loop", lambda: None)()
+    if loop is None:
+        raise RuntimeError("an asyncio.Queue given as response_queue needs async_infer")
+    return loop
+
+
 class _Responses:
     """What both iterators share: turning binding data into responses in
     order, marking the end, raising errors, cancelling."""
 
-    def __init__(self, model: "Model", request: Any, sink: Any, user_queue: Any,
+    def __init__(self, model: "Model", request: Any, sink: Any, forwarder: Optional[_Forwarder],
                  raise_on_error: bool, request_id: Optional[str]):
         self._model = model
         self._request = request
         self._sink = sink
-        self._user_queue = user_queue
+        self._forwarder = forwarder
         self._raise_on_error = raise_on_error
         self._request_id = request_id
         self._complete = False
 
     def _make(self, flags: int, payload: Any) -> InferenceResponse:
-        response = InferenceResponse._from_c(self._model, flags, payload, self._request_id)
+        return InferenceResponse._from_c(self._model, flags, payload, self._request_id)
+
+    def _deliver(self, response: InferenceResponse) -> InferenceResponse:
         if response.final:
             self._complete = True
-        return response
-
-    def _check(self, response: InferenceResponse) -> InferenceResponse:
         if self._raise_on_error and response.error is not None:
             _raise_without_cycle(response)
         return response
@@ -83,9 +128,11 @@ class _Responses:
             self._request.cancel()
 
     def __del__(self) -> None:
-        # Dropped before the end: stop the work nobody will read.
+        # Dropped before the end, with no queue still reading: stop the work
+        # nobody will read.
         try:
-            self.cancel()
+            if self._forwarder is None:
+                self.cancel()
         except Exception:
             pass
 
@@ -96,7 +143,11 @@ class ResponseIterator(_Responses):
     def __init__(self, model: "Model", request: Any, sink: Any,
                  user_queue: Optional[queue.SimpleQueue] = None,
                  raise_on_error: bool = False, request_id: Optional[str] = None):
-        super().__init__(model, request, sink, user_queue, raise_on_error, request_id)
+        forwarder = None
+        if user_queue is not None:
+            forwarder = _Forwarder(model, sink, user_queue, request_id, None)
+            sink.set_notifier(forwarder)
+        super().__init__(model, request, sink, forwarder, raise_on_error, request_id)
 
     def __iter__(self) -> "ResponseIterator":
         return self
@@ -104,10 +155,14 @@ class ResponseIterator(_Responses):
     def __next__(self) -> InferenceResponse:
         if self._complete:
             raise StopIteration
-        response = self._make(*self._sink.get(-1.0))  # waits without the GIL
-        if self._user_queue is not None:
-            self._user_queue.put(response)
-        return self._check(response)
+        forwarder = self._forwarder
+        if forwarder is None:
+            return self._deliver(self._make(*self._sink.get(-1.0)))  # waits without the GIL
+        with forwarder.ready:
+            while not forwarder.pending:
+                forwarder.ready.wait(0.1)  # short waits: Ctrl-C stays possible
+            response = forwarder.pending.popleft()
+        return self._deliver(response)
 
 
 class AsyncResponseIterator(_Responses):
@@ -118,12 +173,18 @@ class AsyncResponseIterator(_Responses):
                  raise_on_error: bool = False,
                  loop: Optional[asyncio.AbstractEventLoop] = None,
                  request_id: Optional[str] = None):
-        super().__init__(model, request, sink, user_queue, raise_on_error, request_id)
         self._loop = loop if loop is not None else asyncio.get_running_loop()
         self._waiter: Optional[asyncio.Future] = None
-        # The sink calls the notifier on a core thread; a weak reference keeps
-        # the sink from holding this iterator alive.
-        sink.set_notifier(functools.partial(_LoopWaker.of(self._loop).notify, weakref.ref(self)))
+        # A weak reference: the sink must not hold this iterator alive.
+        wake = functools.partial(_LoopWaker.of(self._loop).notify, weakref.ref(self))
+        forwarder = None
+        if user_queue is not None:
+            forwarder = _Forwarder(model, sink, user_queue, request_id, self._loop)
+            forwarder.on_item = wake
+            sink.set_notifier(forwarder)
+        else:
+            sink.set_notifier(wake, always=False)  # only when armed: see __anext__
+        super().__init__(model, request, sink, forwarder, raise_on_error, request_id)
 
     def __aiter__(self) -> "AsyncResponseIterator":
         return self
@@ -132,20 +193,25 @@ class AsyncResponseIterator(_Responses):
         if self._complete:
             raise StopAsyncIteration
         while True:
-            item = self._sink.try_get()
-            if item is not None:
-                break
+            response = self._take()
+            if response is not None:
+                return self._deliver(response)
             # Woken by _wake, which only runs on this loop's thread, after
-            # this coroutine yields: no response can slip between the two.
+            # this coroutine yields. Without a forwarder the sink notifies
+            # only when armed; arm() refuses when a response already arrived.
             self._waiter = self._loop.create_future()
             try:
-                await self._waiter
+                if self._forwarder is not None or self._sink.arm():
+                    await self._waiter
             finally:
                 self._waiter = None
-        response = self._make(*item)
-        if self._user_queue is not None:
-            await self._user_queue.put(response)
-        return self._check(response)
+
+    def _take(self) -> Optional[InferenceResponse]:
+        if self._forwarder is not None:
+            pending = self._forwarder.pending
+            return pending.popleft() if pending else None
+        item = self._sink.try_get()
+        return None if item is None else self._make(*item)
 
     def _wake(self) -> None:
         waiter = self._waiter
