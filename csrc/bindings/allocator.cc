@@ -38,7 +38,7 @@ TRITONSERVER_Error* AllocHost(TRITONSERVER_ResponseAllocator*, const char*,
                            std::to_string(byte_size) + " bytes");
     }
     *buffer = host->data();
-    *buffer_userp = host;
+    *buffer_userp = static_cast<OutputBuffer*>(host);
     return nullptr;
   });
 }
@@ -46,7 +46,7 @@ TRITONSERVER_Error* AllocHost(TRITONSERVER_ResponseAllocator*, const char*,
 TRITONSERVER_Error* ReleaseHost(TRITONSERVER_ResponseAllocator*, void*,
                                 void* buffer_userp, size_t,
                                 TRITONSERVER_MemoryType, int64_t) {
-  if (buffer_userp != nullptr) static_cast<HostBuffer*>(buffer_userp)->Unref();
+  if (buffer_userp != nullptr) static_cast<OutputBuffer*>(buffer_userp)->Unref();
   return nullptr;
 }
 
@@ -110,10 +110,6 @@ HostBuffer* HostBuffer::New(size_t byte_size) {
   HostBuffer* host = new (std::nothrow) HostBuffer(p, byte_size);
   if (host == nullptr) Pool().Give(p, byte_size);
   return host;
-}
-
-void HostBuffer::Unref() {
-  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
 }
 
 HostBuffer::~HostBuffer() {

@@ -1,15 +1,15 @@
-// The response allocator: where the core puts output tensors.
+// Output memory. Every output buffer the core gets from us is an
+// OutputBuffer, and the allocator's buffer_userp points at it. It is
+// reference counted: the core holds one reference until it releases the
+// buffer (when the response is deleted), and every Python object that views
+// the buffer holds another. So a response can be deleted as soon as it has
+// been read, while its tensors live on in Python.
 //
-// The default allocator hands out 64-byte aligned host memory and never
-// touches Python, so it runs on the core's threads without the GIL. Each
-// buffer is reference counted: the core holds one reference until it
-// releases the buffer (when the response is deleted), and every Python
-// object that views the buffer holds another. So a response can be deleted
-// as soon as it has been read, while its tensors live on in Python.
-//
-// Large buffers (1 MiB and up) are recycled through a small pool, bounded in
-// count and bytes: a fresh large allocation is fresh pages, and faulting in
-// 16 MiB of them costs more than copying 16 MiB.
+// HostBuffer is the default: 64-byte aligned host memory, never touching
+// Python, so it runs on the core's threads without the GIL. Large buffers
+// (1 MiB and up) are recycled through a small pool, bounded in count and
+// bytes: a fresh large allocation is fresh pages, and faulting in 16 MiB of
+// them costs more than copying 16 MiB.
 #pragma once
 
 #include <atomic>
@@ -19,24 +19,36 @@
 
 namespace tritonpy {
 
-class HostBuffer {
+class OutputBuffer {
  public:
-  // One reference, owned by the caller. Null data for a zero-size buffer.
-  static HostBuffer* New(size_t byte_size);
   void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
-  void Unref();
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+ protected:
+  OutputBuffer() = default;
+  virtual ~OutputBuffer() = default;
+
+ private:
+  std::atomic<int> refs_{1};  // the creator's
+};
+
+class HostBuffer final : public OutputBuffer {
+ public:
+  // One reference, owned by the caller; null when out of memory. Null data
+  // for a zero-size buffer.
+  static HostBuffer* New(size_t byte_size);
   void* data() const { return data_; }
 
  private:
   HostBuffer(void* data, size_t size) : data_(data), size_(size) {}
-  ~HostBuffer();
+  ~HostBuffer() override;
   void* data_;
   size_t size_;
-  std::atomic<int> refs_{1};
 };
 
-// The process-wide default allocator, created on first use. Its buffers'
-// buffer_userp is the HostBuffer*.
+// The process-wide default allocator, created on first use.
 TRITONSERVER_ResponseAllocator* DefaultAllocator();
 
 }  // namespace tritonpy

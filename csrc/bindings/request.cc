@@ -14,7 +14,17 @@ namespace tritonpy {
 Request::Request(const Server& server, std::string model, int64_t version)
     : server_(server.Handle()), model_(std::move(model)), version_(version) {}
 
-Request::~Request() { DropOwners(); }
+Request::~Request() {
+  DropOwners();
+  if (allocator_) {  // may die on a core thread (OnRelease): with the GIL
+    GilFromAnyThread gil;
+    if (gil.held()) {
+      allocator_ = py::object();
+    } else {
+      allocator_.release();
+    }
+  }
+}
 
 void Request::Unsent() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -27,6 +37,13 @@ void Request::Unsent() const {
 void Request::SetParameter(std::string key, Parameter value) {
   Unsent();
   parameters_.emplace_back(std::move(key), std::move(value));
+}
+
+void Request::SetAllocator(py::object allocator, int preferred_type, int64_t preferred_id) {
+  Unsent();
+  allocator_ = std::move(allocator);
+  preferred_type_ = preferred_type;
+  preferred_id_ = preferred_id;
 }
 
 void Request::AddInput(Input input, py::object owner) {
@@ -132,8 +149,16 @@ std::shared_ptr<ResponseSink> Request::Send(std::shared_ptr<ResponseSink> sink) 
 
   if (!sink) sink = std::make_shared<ResponseSink>();
   auto holder = std::make_unique<std::shared_ptr<ResponseSink>>(sink);
+  TRITONSERVER_ResponseAllocator* allocator = DefaultAllocator();
+  void* allocator_userp = nullptr;
+  if (allocator_ && !allocator_.is_none()) {
+    sink->SetUserAllocator(
+        std::make_unique<UserAllocator>(allocator_, preferred_type_, preferred_id_));
+    allocator = UserAllocator::CoreAllocator();
+    allocator_userp = sink->user_allocator();
+  }
   Check(api.TRITONSERVER_InferenceRequestSetResponseCallback(
-      r, DefaultAllocator(), nullptr, &ResponseSink::OnComplete, holder.get()));
+      r, allocator, allocator_userp, &ResponseSink::OnComplete, holder.get()));
   Check(api.TRITONSERVER_InferenceRequestSetReleaseCallback(r, &Request::OnRelease, this));
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -205,6 +230,8 @@ void RegisterRequest(py::module_& m) {
         r.AddInput(std::move(input), std::move(array));
       }, py::arg("name"), py::arg("datatype"), py::arg("shape"), py::arg("array"))
       .def("add_requested_output", &R::AddRequestedOutput)
+      .def("set_allocator", &R::SetAllocator, py::arg("allocator"), py::arg("preferred_type") = -1,
+           py::arg("preferred_id") = 0)
       .def("set_string_parameter", [](R& r, std::string k, std::string v) {
         r.SetParameter(std::move(k), std::move(v));
       })

@@ -50,6 +50,9 @@ class Request : public std::enable_shared_from_this<Request> {
   void SetTimeout(uint64_t timeout_us) { Unsent(); timeout_us_ = timeout_us; }
   void SetParameter(std::string key, Parameter value);
   void AddRequestedOutput(std::string name) { Unsent(); outputs_.push_back(std::move(name)); }
+  // Outputs from a Python MemoryAllocator instead of the default; a
+  // `preferred_type` >= 0 replaces the memory type the core asks for.
+  void SetAllocator(pybind11::object allocator, int preferred_type, int64_t preferred_id);
   void AddInput(Input input, pybind11::object owner);
 
   // Creates the core request and hands it to the core; responses arrive in
@@ -75,6 +78,9 @@ class Request : public std::enable_shared_from_this<Request> {
   std::vector<std::pair<std::string, Parameter>> parameters_;
   std::vector<std::string> outputs_;
   std::vector<Input> inputs_;
+  pybind11::object allocator_;  // None: the default host allocator
+  int preferred_type_ = -1;
+  int64_t preferred_id_ = 0;
 
   mutable std::mutex mutex_;
   bool sent_ = false;

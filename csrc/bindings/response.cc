@@ -15,16 +15,16 @@ namespace py = pybind11;
 namespace tritonpy {
 namespace {
 
-// A Python owner for one reference to a HostBuffer (adopted, not added).
+// A Python owner for one reference to an OutputBuffer (adopted, not added).
 class OutputMemory {
  public:
-  explicit OutputMemory(HostBuffer* buffer) : buffer_(buffer) {}
+  explicit OutputMemory(OutputBuffer* buffer) : buffer_(buffer) {}
   ~OutputMemory() { buffer_->Unref(); }
   OutputMemory(const OutputMemory&) = delete;
   OutputMemory& operator=(const OutputMemory&) = delete;
 
  private:
-  HostBuffer* buffer_;
+  OutputBuffer* buffer_;
 };
 
 using ParamValue = std::variant<std::string, int64_t, bool, double>;
@@ -105,7 +105,7 @@ std::unique_ptr<ResponseData> ResponseSink::Read(TRITONSERVER_InferenceResponse*
     o.data_ptr = reinterpret_cast<uintptr_t>(base);
     o.memory_type = static_cast<int>(mtype);
     if (userp != nullptr) {
-      o.buffer = static_cast<HostBuffer*>(userp);  // our allocator's buffer
+      o.buffer = static_cast<OutputBuffer*>(userp);  // one of our allocators' buffers
       o.buffer->Ref();
     } else if (o.byte_size > 0) {
       // Not from our allocator: the memory dies with the response, so copy.
@@ -113,15 +113,20 @@ std::unique_ptr<ResponseData> ResponseSink::Read(TRITONSERVER_InferenceResponse*
         throw TritonError(TRITONSERVER_ERROR_UNSUPPORTED,
                           "output '" + o.name + "' is in GPU memory the core owns");
       }
-      o.buffer = HostBuffer::New(o.byte_size);
-      if (o.buffer == nullptr) throw std::bad_alloc();
-      std::memcpy(o.buffer->data(), base, o.byte_size);
-      o.data_ptr = reinterpret_cast<uintptr_t>(o.buffer->data());
+      HostBuffer* copy = HostBuffer::New(o.byte_size);
+      if (copy == nullptr) throw std::bad_alloc();
+      std::memcpy(copy->data(), base, o.byte_size);
+      o.buffer = copy;
+      o.data_ptr = reinterpret_cast<uintptr_t>(copy->data());
       o.memory_type = TRITONSERVER_MEMORY_CPU;
       o.memory_type_id = 0;
     }
   }
   return data;
+}
+
+void ResponseSink::SetUserAllocator(std::unique_ptr<UserAllocator> allocator) {
+  user_allocator_ = std::move(allocator);
 }
 
 ResponseSink::~ResponseSink() {

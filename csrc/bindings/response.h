@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bindings/allocator.h"
+#include "bindings/user_allocator.h"
 #include "triton/tritonserver.h"
 
 namespace tritonpy {
@@ -31,7 +32,7 @@ struct OutputData {
   size_t byte_size = 0;
   int memory_type = 0;
   int64_t memory_type_id = 0;
-  HostBuffer* buffer = nullptr;  // one reference; null for an empty output
+  OutputBuffer* buffer = nullptr;  // one reference; null for an empty output
 };
 
 struct ResponseData {
@@ -52,6 +53,11 @@ class ResponseSink {
  public:
   ResponseSink() = default;
   ~ResponseSink();
+
+  // The Python allocator for this request's outputs, kept as long as the
+  // sink (the core may allocate until the final response).
+  void SetUserAllocator(std::unique_ptr<class UserAllocator> allocator);
+  UserAllocator* user_allocator() const { return user_allocator_.get(); }
 
   // Core side (any thread, no GIL): reads and deletes `response`.
   void Push(TRITONSERVER_InferenceResponse* response, uint32_t flags) noexcept;
@@ -90,6 +96,7 @@ class ResponseSink {
   bool final_seen_ = false;
   bool notify_always_ = true;
   bool armed_ = false;
+  std::unique_ptr<UserAllocator> user_allocator_;
   PyObject* notifier_ = nullptr;  // strong reference; changed under the GIL
   PyObject* notifier_error_ = nullptr;  // exception raised by the notifier
 };

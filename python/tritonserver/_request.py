@@ -11,7 +11,8 @@ import numpy as np
 
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._datatypes import data_type_by_dtype
-from tritonserver._errors import InvalidArgumentError, TritonError
+from tritonserver._enums import MemoryType
+from tritonserver._errors import InvalidArgumentError, TritonError, UnsupportedError
 from tritonserver._tensor import Tensor, parse_device
 
 if TYPE_CHECKING:
@@ -73,10 +74,8 @@ class InferenceRequest:
         if self.parameters:
             for key, value in self.parameters.items():
                 _set_parameter(request, key, value)
-        if self.output_memory_type is not None:
-            parse_device(self.output_memory_type)  # validated; host memory is what we allocate
-        if self.output_memory_allocator is not None:
-            raise InvalidArgumentError("output_memory_allocator is not supported yet")
+        if self.output_memory_allocator is not None or self.output_memory_type is not None:
+            _set_output_memory(request, self.output_memory_allocator, self.output_memory_type)
         inputs = self.inputs
         if not isinstance(inputs, dict):
             raise InvalidArgumentError("inputs must be a dict of name to tensor")
@@ -101,6 +100,21 @@ class InferenceRequest:
                               tensor.size, int(tensor.memory_type), tensor.memory_type_id,
                               tensor.memory_buffer.owner)
         return request
+
+
+def _set_output_memory(request: Any, allocator: Any, device: Any) -> None:
+    """Where outputs go: a user MemoryAllocator (asked for `device` when
+    given), or our host allocator (host memory only)."""
+    memory_type, memory_type_id = parse_device(device) if device is not None else (None, 0)
+    if allocator is not None:
+        if not callable(getattr(allocator, "allocate", None)):
+            raise InvalidArgumentError("output_memory_allocator must have an allocate() method")
+        preferred = -1 if memory_type is None else int(memory_type)
+        request.set_allocator(allocator, preferred, memory_type_id)
+    elif memory_type == MemoryType.GPU:
+        raise UnsupportedError(
+            "GPU output memory needs an output_memory_allocator; the default allocator "
+            "provides host memory")
 
 
 def _check_type(name: str, value: Any, kind: type) -> None:

@@ -70,6 +70,9 @@ class _Forwarder:
         self.ready = threading.Condition()
         self.pending: collections.deque = collections.deque()
         self.on_item: Optional[Callable[[], None]] = None
+        # asyncio.Queue: filled on the loop's thread, by flush().
+        self._unqueued: Optional[collections.deque] = (
+            collections.deque() if isinstance(user_queue, asyncio.Queue) else None)
 
     def __call__(self) -> None:
         with self.ready:
@@ -78,9 +81,10 @@ class _Forwarder:
                 if item is None:
                     break
                 response = InferenceResponse._from_c(self._model, *item, self._request_id)
-                if isinstance(self._queue, asyncio.Queue):
+                if self._unqueued is not None:
+                    self._unqueued.append(response)
                     loop = self._loop or _queue_loop(self._queue)
-                    loop.call_soon_threadsafe(self._queue.put_nowait, response)
+                    loop.call_soon_threadsafe(self.flush)
                 else:
                     self._queue.put(response)
                 self.pending.append(response)
@@ -89,6 +93,14 @@ class _Forwarder:
             self.ready.notify_all()
         if self.on_item is not None:
             self.on_item()
+
+    def flush(self) -> None:
+        """Move arrivals into the asyncio.Queue (on the loop's thread). The
+        iterator calls it too, so a response is in the queue no later than
+        the iterator yields it."""
+        unqueued = self._unqueued
+        while unqueued:
+            self._queue.put_nowait(unqueued.popleft())
 
 
 def _queue_loop(q: asyncio.Queue) -> asyncio.AbstractEventLoop:
@@ -208,6 +220,7 @@ class AsyncResponseIterator(_Responses):
 
     def _take(self) -> Optional[InferenceResponse]:
         if self._forwarder is not None:
+            self._forwarder.flush()
             pending = self._forwarder.pending
             return pending.popleft() if pending else None
         item = self._sink.try_get()

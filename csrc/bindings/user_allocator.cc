@@ -1,0 +1,112 @@
+#include "bindings/user_allocator.h"
+
+#include <mutex>
+#include <string>
+
+#include "bindings/allocator.h"
+#include "bindings/errors.h"
+#include "bindings/gil.h"
+#include "core_api.h"
+
+namespace py = pybind11;
+
+namespace tritonpy {
+namespace {
+
+// Keeps the MemoryBuffer a Python allocator returned.
+class PythonBuffer final : public OutputBuffer {
+ public:
+  explicit PythonBuffer(PyObject* memory_buffer) : memory_buffer_(memory_buffer) {}
+
+ private:
+  ~PythonBuffer() override {
+    GilFromAnyThread gil;  // may be the core's thread, or a Python one
+    if (gil.held()) Py_DECREF(memory_buffer_);
+  }
+  PyObject* memory_buffer_;  // strong reference
+};
+
+TRITONSERVER_Error* ReleaseBuffer(TRITONSERVER_ResponseAllocator*, void*, void* buffer_userp,
+                                  size_t, TRITONSERVER_MemoryType, int64_t) {
+  if (buffer_userp != nullptr) static_cast<OutputBuffer*>(buffer_userp)->Unref();
+  return nullptr;
+}
+
+}  // namespace
+
+UserAllocator::UserAllocator(py::object allocator, int preferred_type, int64_t preferred_id)
+    : allocator_(allocator.release().ptr()),
+      preferred_type_(preferred_type),
+      preferred_id_(preferred_id) {}
+
+UserAllocator::~UserAllocator() {
+  GilFromAnyThread gil;
+  if (gil.held()) Py_DECREF(allocator_);
+}
+
+TRITONSERVER_Error* UserAllocator::Alloc(TRITONSERVER_ResponseAllocator*, const char* name,
+                                         size_t byte_size, TRITONSERVER_MemoryType memory_type,
+                                         int64_t memory_type_id, void* userp, void** buffer,
+                                         void** buffer_userp,
+                                         TRITONSERVER_MemoryType* actual_type,
+                                         int64_t* actual_id) {
+  auto* self = static_cast<UserAllocator*>(userp);
+  *buffer = nullptr;
+  *buffer_userp = nullptr;
+  *actual_type = TRITONSERVER_MEMORY_CPU;
+  *actual_id = 0;
+  if (byte_size == 0) return nullptr;
+  GilFromAnyThread gil;
+  if (!gil.held()) {
+    return MakeError(TRITONSERVER_ERROR_UNAVAILABLE, "the Python interpreter is shutting down");
+  }
+  const std::string output = name ? name : "";
+  try {
+    int type = self->preferred_type_ >= 0 ? self->preferred_type_ : static_cast<int>(memory_type);
+    int64_t id = self->preferred_type_ >= 0 ? self->preferred_id_ : memory_type_id;
+    py::object result = py::reinterpret_borrow<py::object>(self->allocator_)
+                            .attr("allocate")(byte_size, type, id);
+    auto ptr = result.attr("data_ptr").cast<uintptr_t>();
+    auto size = result.attr("size").cast<size_t>();
+    int got_type = result.attr("memory_type").cast<int>();
+    int64_t got_id = result.attr("memory_type_id").cast<int64_t>();
+    if (size < byte_size) {
+      return MakeError(TRITONSERVER_ERROR_INVALID_ARG,
+                       "output_memory_allocator returned " + std::to_string(size) +
+                           " bytes for output '" + output + "', which needs " +
+                           std::to_string(byte_size));
+    }
+    if (ptr == 0) {
+      return MakeError(TRITONSERVER_ERROR_INVALID_ARG,
+                       "output_memory_allocator returned a null buffer for output '" + output +
+                           "'");
+    }
+    *buffer = reinterpret_cast<void*>(ptr);
+    *buffer_userp = static_cast<OutputBuffer*>(new PythonBuffer(result.release().ptr()));
+    *actual_type = static_cast<TRITONSERVER_MemoryType>(got_type);
+    *actual_id = got_id;
+    return nullptr;
+  } catch (py::error_already_set& e) {
+    std::string what = e.what();
+    return MakeError(TRITONSERVER_ERROR_INTERNAL,
+                     "output_memory_allocator failed for output '" + output + "': " + what);
+  } catch (const std::exception& e) {
+    return MakeError(TRITONSERVER_ERROR_INTERNAL,
+                     "output_memory_allocator failed for output '" + output + "': " + e.what());
+  }
+}
+
+TRITONSERVER_ResponseAllocator* UserAllocator::CoreAllocator() {
+  static std::once_flag once;
+  static TRITONSERVER_ResponseAllocator* allocator = nullptr;
+  std::call_once(once, [] {
+    Check(TRITON_FN(TRITONSERVER_ResponseAllocatorNew)(&allocator, &UserAllocator::Alloc,
+                                                       &ReleaseBuffer, /*start_fn=*/nullptr));
+  });
+  if (allocator == nullptr) {
+    throw TritonError(TRITONSERVER_ERROR_INTERNAL, "the response allocator could not be created");
+  }
+  return allocator;
+}
+
+}  // namespace tritonpy
