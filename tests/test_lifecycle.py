@@ -94,3 +94,54 @@ def test_bad_options_raise_before_the_core_is_touched(example_repo):
 def test_missing_repository_fails_start_cleanly(tmp_path):
     with pytest.raises(tritonserver.TritonError):
         tritonserver.Server(model_repository=str(tmp_path / "absent")).start()
+
+
+def test_stop_with_requests_in_flight_lets_them_finish():
+    import threading
+    import time
+
+    from conftest import TEST_MODELS
+
+    s = start_server(model_repository=TEST_MODELS, exit_timeout=30)
+    model = s.model("python_sleep")
+    iterators = [model.infer(inputs={"SECONDS": np.array([[0.1]], np.float32)}) for _ in range(10)]
+    time.sleep(0.05)
+    results = []
+    reader = threading.Thread(target=lambda: results.extend(next(it) for it in iterators))
+    reader.start()
+    stop_within(s)
+    reader.join(30)
+    assert len(results) == 10 and all(r.error is None for r in results)
+
+
+def test_stop_past_the_exit_timeout_raises_and_the_process_survives():
+    import subprocess
+    import sys
+    import textwrap
+
+    from conftest import TEST_MODELS
+
+    code = textwrap.dedent(f"""
+        import threading, time
+        import numpy as np
+        import tritonserver
+        s = tritonserver.Server(model_repository={TEST_MODELS!r}, exit_timeout=1).start(
+            wait_until_ready=True)
+        model = s.model("python_sleep")
+        its = [model.infer(inputs={{"SECONDS": np.array([[0.2]], np.float32)}}) for _ in range(20)]
+        time.sleep(0.05)
+        done = []
+        reader = threading.Thread(target=lambda: done.extend(next(it) for it in its))
+        reader.start()
+        try:
+            s.stop()
+            print("STOPPED")
+        except tritonserver.UnavailableError as e:
+            print("RAISED", e)
+        reader.join(60)
+        print("DONE", len(done), sum(r.error is None for r in done))
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "RAISED" in result.stdout and "still running" in result.stdout
+    assert "DONE 20 20" in result.stdout

@@ -121,6 +121,10 @@ void Request::OnRelease(TRITONSERVER_InferenceRequest*, uint32_t flags, void* us
       // Deleting a request from its own release callback is allowed.
       ErrorPtr ignored(Core().TRITONSERVER_InferenceRequestDelete(self->request_));
       self->request_ = nullptr;
+      if (self->in_flight_count_) {
+        self->in_flight_count_->fetch_sub(1);
+        self->in_flight_count_.reset();
+      }
     }
     // The core reads no more input: the data's owners can go now.
     self->DropOwners();
@@ -165,6 +169,8 @@ std::shared_ptr<ResponseSink> Request::Send(std::shared_ptr<ResponseSink> sink) 
     sent_ = true;
     request_ = r;
     in_flight_ = shared_from_this();
+    in_flight_count_ = server->in_flight();
+    in_flight_count_->fetch_add(1);
   }
   TRITONSERVER_Error* err = nullptr;
   {
@@ -181,6 +187,8 @@ std::shared_ptr<ResponseSink> Request::Send(std::shared_ptr<ResponseSink> sink) 
       self = std::move(in_flight_);
       request_ = nullptr;
       sent_ = false;
+      in_flight_count_->fetch_sub(1);
+      in_flight_count_.reset();
     }
     Check(err);  // `guard` deletes the request, `holder` the sink reference
   }

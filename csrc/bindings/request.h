@@ -10,6 +10,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -68,6 +69,7 @@ class Request : public std::enable_shared_from_this<Request> {
   void DropOwners();
 
   std::weak_ptr<ServerHandle> server_;  // the request never keeps it alive
+  std::shared_ptr<std::atomic<int64_t>> in_flight_count_;  // the server's, while counted
   std::string model_;
   int64_t version_;
   std::optional<std::string> id_;

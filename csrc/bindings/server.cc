@@ -38,6 +38,22 @@ Server::Server(ServerOptions& options) {
   handle_ = std::make_shared<ServerHandle>(server);
 }
 
+namespace {
+
+// Servers whose stop failed (their exit timeout expired with work still
+// running). Core 2.51 crashes if such a server is deleted (seen: an abort
+// within a second of ServerDelete), so they are kept for the life of the
+// process, where the core finishes their requests; exiting with them is
+// clean.
+void KeepForever(std::shared_ptr<ServerHandle> handle) {
+  static auto* kept = new std::vector<std::shared_ptr<ServerHandle>>();
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  kept->push_back(std::move(handle));
+}
+
+}  // namespace
+
 void Server::Stop() {
   std::shared_ptr<ServerHandle> handle;
   {
@@ -45,13 +61,24 @@ void Server::Stop() {
     handle = std::move(handle_);
   }
   if (!handle) return;
+  TRITONSERVER_Error* err = nullptr;
   {
     // Stop unloads the models and waits (up to the exit timeout) for work
     // in flight; callbacks that need the GIL must be able to run.
     py::gil_scoped_release unlocked;
-    Check(TRITON_FN(TRITONSERVER_ServerStop)(handle->get()));
-    handle.reset();  // deletes the core object unless requests still hold it
+    err = TRITON_FN(TRITONSERVER_ServerStop)(handle->get());
+    if (err == nullptr) handle.reset();  // ServerDelete: nothing runs any more
   }
+  if (err == nullptr) return;
+  ErrorPtr owned(err);
+  const std::string why = Core().TRITONSERVER_ErrorMessage(err);
+  const int64_t running = handle->in_flight()->load();
+  KeepForever(std::move(handle));
+  throw TritonError(TRITONSERVER_ERROR_UNAVAILABLE,
+                    "the server did not stop cleanly (" + why + "): " +
+                        std::to_string(running) +
+                        " request(s) were still running; the core finishes them in the "
+                        "background and the server's memory is kept until the process exits");
 }
 
 std::shared_ptr<ServerHandle> Server::Handle() const {

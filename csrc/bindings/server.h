@@ -14,15 +14,22 @@ namespace tritonpy {
 
 class ServerHandle {
  public:
-  explicit ServerHandle(TRITONSERVER_Server* server) : server_(server) {}
+  explicit ServerHandle(TRITONSERVER_Server* server)
+      : server_(server), in_flight_(std::make_shared<std::atomic<int64_t>>(0)) {}
   ~ServerHandle();
   ServerHandle(const ServerHandle&) = delete;
   ServerHandle& operator=(const ServerHandle&) = delete;
   TRITONSERVER_Server* get() const { return server_; }
+  // Requests the core holds (sent, not yet released). Shared so a request
+  // can count itself out without keeping the server alive.
+  const std::shared_ptr<std::atomic<int64_t>>& in_flight() const { return in_flight_; }
 
  private:
   TRITONSERVER_Server* server_;
+  std::shared_ptr<std::atomic<int64_t>> in_flight_;
 };
+
+
 
 // The Python-facing server: owns one reference to the handle until stop().
 class Server {

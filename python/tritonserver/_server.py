@@ -19,6 +19,7 @@ from tritonserver._options import Options
 _server_ids = itertools.count()
 
 
+
 class Server:
     """An in-process Triton Inference Server.
 
@@ -63,7 +64,14 @@ class Server:
         return self
 
     def stop(self) -> "Server":
-        """Stop the server and unload its models."""
+        """Stop the server and unload its models.
+
+        Requests in flight finish first, waiting up to Options.exit_timeout
+        seconds. If work is still running then, this raises UnavailableError;
+        the core finishes that work in the background (the 2.51 core cannot
+        safely free a server in that state, so its memory is kept until the
+        process exits). Either way the server is stopped afterwards.
+        """
         server, self._server = self._server, None
         if server is not None:
             server.stop()
