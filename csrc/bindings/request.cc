@@ -192,6 +192,7 @@ std::shared_ptr<ResponseSink> Request::Send(std::shared_ptr<ResponseSink> sink) 
     }
     Check(err);  // `guard` deletes the request, `holder` the sink reference
   }
+  server->Track(sink);
   guard.r = nullptr;   // the core's now, until OnRelease
   holder.release();    // freed by OnComplete at the final response
   return sink;

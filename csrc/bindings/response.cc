@@ -154,9 +154,34 @@ void ResponseSink::Push(TRITONSERVER_InferenceResponse* response, uint32_t flags
       item.data->error_message = std::string("cannot read the response: ") + e.what();
     }
   }
+  Deliver(std::move(item));
+}
+
+bool ResponseSink::Abandon(TRITONSERVER_Error_Code code, const std::string& message) noexcept {
+  try {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (final_seen_ || abandoned_) return false;
+    }
+    Item item{std::make_unique<ResponseData>(), TRITONSERVER_RESPONSE_COMPLETE_FINAL};
+    item.data->has_error = true;
+    item.data->error_code = code;
+    item.data->error_message = message;
+    Deliver(std::move(item));
+    std::lock_guard<std::mutex> lock(mutex_);
+    abandoned_ = true;
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+void ResponseSink::Deliver(Item item) noexcept {
+  const uint32_t flags = item.flags;
   bool wake_python = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (abandoned_) return;  // the reader was told it is over: drop the rest
     items_.push_back(std::move(item));
     if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) final_seen_ = true;
     // Taking the GIL on this thread is the expensive part: only when asked.

@@ -61,6 +61,10 @@ class ResponseSink {
 
   // Core side (any thread, no GIL): reads and deletes `response`.
   void Push(TRITONSERVER_InferenceResponse* response, uint32_t flags) noexcept;
+  // Ends the request for its reader: a final response carrying `code` and
+  // `message`, unless the final one already came. Whatever the core sends
+  // later is discarded. Returns whether it ended it.
+  bool Abandon(TRITONSERVER_Error_Code code, const std::string& message) noexcept;
 
   // Python side. Each returns (flags, payload) with payload None (a final
   // flag alone) or (error or None, request_id, model, version, parameters,
@@ -88,12 +92,14 @@ class ResponseSink {
     uint32_t flags;
   };
   static std::unique_ptr<ResponseData> Read(TRITONSERVER_InferenceResponse* response);
+  void Deliver(Item item) noexcept;
   static pybind11::object ToPython(Item& item);
 
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Item> items_;
   bool final_seen_ = false;
+  bool abandoned_ = false;
   bool notify_always_ = true;
   bool armed_ = false;
   std::unique_ptr<UserAllocator> user_allocator_;

@@ -2,6 +2,7 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
@@ -11,12 +12,37 @@
 #include "bindings/errors.h"
 #include "bindings/gil.h"
 #include "bindings/message.h"
+#include "bindings/response.h"
 #include "bindings/server_options.h"
 #include "core_api.h"
 
 namespace py = pybind11;
 
 namespace tritonpy {
+
+void ServerHandle::Track(const std::shared_ptr<ResponseSink>& sink) {
+  std::lock_guard<std::mutex> lock(sinks_mutex_);
+  if (sinks_.size() >= prune_at_) {  // amortized: drop the finished ones
+    sinks_.erase(std::remove_if(sinks_.begin(), sinks_.end(),
+                                [](const std::weak_ptr<ResponseSink>& w) { return w.expired(); }),
+                 sinks_.end());
+    prune_at_ = std::max<size_t>(64, sinks_.size() * 2);
+  }
+  sinks_.push_back(sink);
+}
+
+size_t ServerHandle::AbandonUnfinished(const std::string& message) {
+  std::vector<std::weak_ptr<ResponseSink>> sinks;
+  {
+    std::lock_guard<std::mutex> lock(sinks_mutex_);
+    sinks.swap(sinks_);
+  }
+  size_t ended = 0;
+  for (auto& weak : sinks) {
+    if (auto sink = weak.lock()) ended += sink->Abandon(TRITONSERVER_ERROR_UNAVAILABLE, message);
+  }
+  return ended;
+}
 
 ServerHandle::~ServerHandle() {
   if (server_ == nullptr) return;
@@ -72,13 +98,15 @@ void Server::Stop() {
   if (err == nullptr) return;
   ErrorPtr owned(err);
   const std::string why = Core().TRITONSERVER_ErrorMessage(err);
-  const int64_t running = handle->in_flight()->load();
+  // Whatever did not finish ends now for its reader (no iterator may wait
+  // on a server that gave up); the core may still run it, unseen.
+  const size_t ended = handle->AbandonUnfinished(
+      "the server stopped before this request finished (" + why + ")");
   KeepForever(std::move(handle));
   throw TritonError(TRITONSERVER_ERROR_UNAVAILABLE,
-                    "the server did not stop cleanly (" + why + "): " +
-                        std::to_string(running) +
-                        " request(s) were still running; the core finishes them in the "
-                        "background and the server's memory is kept until the process exits");
+                    "the server did not stop cleanly (" + why + "): " + std::to_string(ended) +
+                        " request(s) had not finished and were ended with an error; the "
+                        "server's memory is kept until the process exits");
 }
 
 std::shared_ptr<ServerHandle> Server::Handle() const {

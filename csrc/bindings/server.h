@@ -7,6 +7,8 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "triton/tritonserver.h"
 
@@ -24,9 +26,17 @@ class ServerHandle {
   // can count itself out without keeping the server alive.
   const std::shared_ptr<std::atomic<int64_t>>& in_flight() const { return in_flight_; }
 
+  // Sinks of sent requests, so a stop that gives up can finish them.
+  void Track(const std::shared_ptr<class ResponseSink>& sink);
+  // Gives every unfinished sink a final error response; returns how many.
+  size_t AbandonUnfinished(const std::string& message);
+
  private:
   TRITONSERVER_Server* server_;
   std::shared_ptr<std::atomic<int64_t>> in_flight_;
+  std::mutex sinks_mutex_;
+  std::vector<std::weak_ptr<ResponseSink>> sinks_;
+  size_t prune_at_ = 64;
 };
 
 

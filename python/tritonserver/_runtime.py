@@ -3,6 +3,7 @@ python backend's stub interpreter. Used by Server.start()."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import threading
@@ -10,7 +11,7 @@ from typing import Any
 
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._enums import ModelControlMode
-from tritonserver._errors import UnsupportedError
+from tritonserver._errors import InvalidArgumentError, UnsupportedError
 
 _lock = threading.Lock()
 _core: Any = None
@@ -40,8 +41,14 @@ def prepare_options(options: Any, core: Any, server_index: int) -> None:
     """Fill the defaults that depend on the installation, on a private copy."""
     from tritonserver._core import backend_directory
 
-    if options.backend_directory is None:
-        options.backend_directory = backend_directory(core, package_backends_dir())
+    # The user's backend folder (Options.backend_directory) is served together
+    # with the package's backends, each beside a link to the running core.
+    user_dir = options.backend_directory
+    if user_dir is not None and not os.path.isdir(user_dir):
+        raise InvalidArgumentError(
+            f"Options.backend_directory: {user_dir!r} is not a folder; give a folder "
+            "holding one subfolder per backend (<name>/libtriton_<name>.so)")
+    options.backend_directory = backend_directory(core, package_backends_dir(), user_dir)
     if options.cache_directory is None and core.cache_dir:
         options.cache_directory = core.cache_dir
     config = {name: dict(settings) for name, settings in options.backend_configuration.items()}
@@ -104,3 +111,65 @@ def _models_loaded_at_start(options: Any) -> list[str]:
         if os.path.isdir(repo):
             names.extend(n for n in sorted(os.listdir(repo)) if os.path.isdir(os.path.join(repo, n)))
     return names
+
+
+_STUB_NAME = "triton_python_backend_stub"
+_stub_reaper_registered = False
+
+
+def reap_stubs_at_exit() -> None:
+    """After a stop that gave up, the core may leave python-backend stub
+    processes of ours running; a stub blocked on its (dead) parent never
+    exits by itself. Terminate our own stub children when this process
+    exits. Registered once, on the first stop that gave up."""
+    global _stub_reaper_registered
+    with _lock:
+        if not _stub_reaper_registered:
+            atexit.register(_terminate_stub_children)
+            _stub_reaper_registered = True
+
+
+def _stub_children() -> list[int]:
+    me = os.getpid()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            if ppid != me:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if _STUB_NAME.encode() in f.read().split(b"\0", 1)[0]:
+                    pids.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+    return pids
+
+
+def _terminate_stub_children(grace_s: float = 2.0) -> None:
+    import signal
+    import time
+
+    pids = _stub_children()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.monotonic() + grace_s
+        while pids and time.monotonic() < deadline:
+            pids = [p for p in pids if _alive_child(p)]
+            time.sleep(0.05)
+        if not pids:
+            return
+
+
+def _alive_child(pid: int) -> bool:
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)  # reaps it if it exited
+        return done == 0
+    except ChildProcessError:
+        return False

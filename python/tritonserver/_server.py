@@ -74,7 +74,11 @@ class Server:
         """
         server, self._server = self._server, None
         if server is not None:
-            server.stop()
+            try:
+                server.stop()
+            except UnavailableError:
+                _runtime.reap_stubs_at_exit()  # the core may leave stubs running
+                raise
         return self
 
     def __enter__(self) -> "Server":
