@@ -1,0 +1,108 @@
+"""Worker: the four workloads through our Python API (system "python-api").
+
+Run by benchmarks/run.py as a subprocess of the same interpreter:
+
+    python benchmarks/tsbench/pyapi_worker.py --model-repository DIR [loop options]
+
+It starts an in-process tritonserver.Server on the repository with the
+package's default options (what a user gets), and measures what a user
+writes: ``next(model.infer(inputs=...))`` and ``async for ... in
+model.async_infer(...)``, each output read through ``np.from_dlpack``.
+Prints one JSON line on stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+
+if not __package__:
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+from tsbench import loops  # noqa: E402
+
+MODEL = "identity_fp32"
+STOP_TIMEOUT_S = 60
+
+
+class PythonApi(loops.System):
+    name = "python-api"
+
+    def __init__(self, repository: str):
+        import tritonserver
+
+        self.tritonserver = tritonserver
+        t0 = time.perf_counter()
+        self.server = tritonserver.Server(model_repository=repository)
+        self.server.start(wait_until_ready=True, timeout=60)
+        self.startup_s = time.perf_counter() - t0
+        self.model = self.server.model(MODEL)
+
+    def sync_call(self, x: np.ndarray) -> loops.Call:
+        model = self.model
+        inputs = {"INPUT0": x}
+        from_dlpack = np.from_dlpack
+
+        def call() -> None:
+            response = next(model.infer(inputs=inputs))
+            from_dlpack(response.outputs["OUTPUT0"])
+
+        return call
+
+    def thread_call_factories(self, x: np.ndarray, n: int) -> list:
+        # Each thread gets its own Model handle, as separate callers would.
+        def factory() -> loops.Call:
+            model = self.server.model(MODEL)
+            inputs = {"INPUT0": x}
+            from_dlpack = np.from_dlpack
+
+            def call() -> None:
+                response = next(model.infer(inputs=inputs))
+                from_dlpack(response.outputs["OUTPUT0"])
+
+            return call
+
+        return [factory] * n
+
+    @contextlib.asynccontextmanager
+    async def async_session(self, x: np.ndarray):
+        model = self.model
+        inputs = {"INPUT0": x}
+        from_dlpack = np.from_dlpack
+
+        async def acall() -> None:
+            async for response in model.async_infer(inputs=inputs):
+                from_dlpack(response.outputs["OUTPUT0"])
+
+        yield acall
+
+    def verify(self, x: np.ndarray) -> None:
+        response = next(self.model.infer(inputs={"INPUT0": x}))
+        y = np.from_dlpack(response.outputs["OUTPUT0"])
+        if y.dtype != np.float32 or not np.array_equal(y, x):
+            raise SystemExit("python-api: the output differs from the input")
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+def main() -> None:
+    parser = loops.argument_parser(__doc__)
+    parser.add_argument("--model-repository", required=True)
+    args = parser.parse_args()
+    settings = loops.Settings(args)
+    system = PythonApi(args.model_repository)
+    try:
+        document = loops.run_rounds(system, settings, {"startup_s": system.startup_s})
+    finally:
+        system.close()
+    document["tritonserver_version"] = system.tritonserver.__version__
+    loops.emit(document)
+
+
+if __name__ == "__main__":
+    main()

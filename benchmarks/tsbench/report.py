@@ -1,0 +1,207 @@
+"""Turning per-round figures into the results document, a table and a chart."""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+from typing import Optional
+
+SYSTEMS = ("c-api", "python-api", "tritonclient-http", "tritonclient-grpc")
+WORKLOADS = ("sync", "async64", "large16MiB", "threads4")
+OURS = "python-api"
+CEILING = "c-api"
+# workload -> (figure in a worker's round, unit in the results)
+FIGURE = {
+    "sync": ("ips", "inferences/s"),
+    "async64": ("ips", "inferences/s"),
+    "large16MiB": ("gbps", "GB/s"),
+    "threads4": ("ips", "inferences/s"),
+}
+SYSTEM_LABELS = {
+    "c-api": "raw C API, C++ (the ceiling)",
+    "python-api": "our Python API",
+    "tritonclient-http": "tritonclient HTTP -> tritonserver executable",
+    "tritonclient-grpc": "tritonclient gRPC -> tritonserver executable",
+}
+README_BEGIN = "<!-- last-run:begin (written by run.py --update-readme) -->"
+README_END = "<!-- last-run:end -->"
+
+
+def _spread(values: list) -> dict:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def summarize(rounds_by_system: dict) -> tuple:
+    """(results, ratios, ratios_by_system) from {system: [round figures]}."""
+    results = []
+    medians: dict = {}
+    for system in SYSTEMS:
+        rounds = rounds_by_system.get(system)
+        if not rounds:
+            continue
+        for workload in WORKLOADS:
+            runs = [r[workload] for r in rounds if workload in r]
+            if not runs:
+                continue
+            key, unit = FIGURE[workload]
+            values = [float(run[key]) for run in runs]
+            entry = {"system": system, "workload": workload, "unit": unit, **_spread(values),
+                     "runs": values}
+            if workload == "sync":
+                entry["p50_us"] = _spread([float(run["p50_us"]) for run in runs])
+                entry["p99_us"] = _spread([float(run["p99_us"]) for run in runs])
+            results.append(entry)
+            medians[(system, workload)] = entry["median"]
+    by_system = {}
+    for system in SYSTEMS:
+        if system == CEILING:
+            continue
+        row = {}
+        for workload in WORKLOADS:
+            ceiling = medians.get((CEILING, workload))
+            value = medians.get((system, workload))
+            if ceiling and value is not None:
+                row[workload] = value / ceiling
+        if row:
+            by_system[system] = row
+    ratios = {w: by_system.get(OURS, {}).get(w) for w in WORKLOADS}
+    return results, ratios, by_system
+
+
+# ---- Formatting ---------------------------------------------------------------------
+
+
+def _fmt(value: Optional[float], unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "GB/s":
+        return f"{value:.3g}" if value < 100 else f"{value:.0f}"
+    if unit == "us":
+        return f"{value:.1f}" if value < 1000 else f"{value:,.0f}"
+    if value >= 10_000:
+        return f"{value / 1000:,.1f}k"
+    return f"{value:,.0f}"
+
+
+def _cell(spread: Optional[dict], unit: str) -> str:
+    if not spread:
+        return "-"
+    return (f"{_fmt(spread['median'], unit)} "
+            f"({_fmt(spread['min'], unit)}-{_fmt(spread['max'], unit)})")
+
+
+def markdown_table(document: dict) -> str:
+    by_key = {(r["system"], r["workload"]): r for r in document["results"]}
+    header = ("| system | sync (inf/s) | sync p50 (µs) | sync p99 (µs) | async64 (inf/s) "
+              "| large16MiB (GB/s) | threads4 (inf/s) |")
+    lines = [header, "|" + "---|" * 7]
+    for system in SYSTEMS:
+        if not any(s == system for s, _ in by_key):
+            continue
+        sync = by_key.get((system, "sync"))
+        cells = [
+            _cell(sync, "inf/s"),
+            _cell(sync.get("p50_us") if sync else None, "us"),
+            _cell(sync.get("p99_us") if sync else None, "us"),
+            _cell(by_key.get((system, "async64")), "inf/s"),
+            _cell(by_key.get((system, "large16MiB")), "GB/s"),
+            _cell(by_key.get((system, "threads4")), "inf/s"),
+        ]
+        lines.append(f"| {system}: {SYSTEM_LABELS[system]} | " + " | ".join(cells) + " |")
+    for system, row in document.get("ratios_by_system", {}).items():
+        r = {w: (f"{row[w]:.3f}" if row.get(w) is not None else "-") for w in WORKLOADS}
+        name = f"**{system} / c-api**" if system == OURS else f"{system} / c-api"
+        lines.append(f"| {name} | {r['sync']} | | | {r['async64']} | {r['large16MiB']} "
+                     f"| {r['threads4']} |")
+    return "\n".join(lines)
+
+
+def configuration_line(document: dict) -> str:
+    m = document["machine"]
+    pinned = (f"pinned to CPU {','.join(map(str, m['affinity']))}" if m["pinned"]
+              else f"unpinned (affinity {','.join(map(str, m['affinity']))})")
+    return (f"{m['date']}; {m['mode']} mode, {m['rounds']} runs x {m['seconds_per_run']} s per "
+            f"workload{', systems interleaved' if m['interleaved'] else ''}; {pinned}; "
+            f"{m['cpu_model']}, {m['cpus']} CPUs; Python {m['python']}, numpy {m['numpy']}; "
+            f"tritonserver {m['tritonserver_package']}, core {m['core_version']}; "
+            f"tritonclient {m['tritonclient'] or '-'}")
+
+
+# ---- Chart ----------------------------------------------------------------------------
+
+
+def chart(document: dict, path: str) -> Optional[str]:
+    """Write a PNG; returns None, or why it was skipped."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install '.[bench]')"
+    by_key = {(r["system"], r["workload"]): r for r in document["results"]}
+    systems = [s for s in SYSTEMS if any(k[0] == s for k in by_key)]
+    colors = {"c-api": "#555555", "python-api": "#2b7bba", "tritonclient-http": "#e0913a",
+              "tritonclient-grpc": "#c4524e"}
+    fig, axes = plt.subplots(1, len(WORKLOADS), figsize=(4.2 * len(WORKLOADS), 4.6))
+    for ax, workload in zip(axes, WORKLOADS):
+        names, medians, low, high = [], [], [], []
+        for system in systems:
+            entry = by_key.get((system, workload))
+            if entry is None:
+                continue
+            names.append(system)
+            medians.append(entry["median"])
+            low.append(entry["median"] - entry["min"])
+            high.append(entry["max"] - entry["median"])
+        xs = range(len(names))
+        ax.bar(xs, medians, yerr=[low, high], capsize=4,
+               color=[colors.get(n, "#888888") for n in names])
+        ax.set_yscale("log")
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([n.replace("tritonclient-", "tc-") for n in names], rotation=20)
+        ax.set_ylabel(FIGURE[workload][1])
+        ratio = document["ratios"].get(workload)
+        title = workload + (f"\npython-api / c-api = {ratio:.3f}" if ratio else "")
+        ax.set_title(title, fontsize=10)
+        for x, value, above in zip(xs, medians, high):
+            ax.annotate(_fmt(value, FIGURE[workload][1]), (x, value + above), ha="center",
+                        va="bottom", fontsize=8, xytext=(0, 3), textcoords="offset points")
+    m = document["machine"]
+    fig.suptitle(f"tritonserver benchmarks, {m['date'][:10]}, "
+                 f"{'pinned' if m['pinned'] else 'unpinned'}, median of {m['rounds']} runs "
+                 f"(bars: min-max)", fontsize=11)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return None
+
+
+# ---- README -----------------------------------------------------------------------------
+
+
+def readme_section(document: dict, png_relative: Optional[str]) -> str:
+    parts = [README_BEGIN, "",
+             f"Last run: {configuration_line(document)}.", "",
+             "Each cell: median (min-max) over the runs; the ratios divide medians of the same "
+             "run.", "",
+             markdown_table(document), ""]
+    if png_relative:
+        parts += [f"![benchmark chart]({png_relative})", ""]
+    parts.append(README_END)
+    return "\n".join(parts)
+
+
+def update_readme(readme: str, document: dict, png_relative: Optional[str]) -> None:
+    with open(readme, encoding="utf-8") as f:
+        text = f.read()
+    section = readme_section(document, png_relative)
+    pattern = re.compile(re.escape(README_BEGIN) + ".*?" + re.escape(README_END), re.DOTALL)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section, text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    with open(readme, "w", encoding="utf-8") as f:
+        f.write(text)

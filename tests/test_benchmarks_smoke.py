@@ -1,0 +1,81 @@
+"""Smoke test of the benchmark harness: `benchmarks/run.py --quick` works end
+to end and writes a complete results document.
+
+It measures nothing that is checked: no figure is compared with a time or a
+rate, only the document's shape (every system x workload present, numbers
+positive, ratios present). On a fresh checkout the harness builds the C API
+driver (CMake) and makes its private tritonclient venv from PyPI first; both
+are reused afterwards (benchmarks/build, benchmarks/.venv-client).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+import tritonserver
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = os.path.join(REPO, "benchmarks", "run.py")
+SYSTEMS = ("python-api", "c-api", "tritonclient-http", "tritonclient-grpc")
+WORKLOADS = ("sync", "async64", "large16MiB", "threads4")
+UNITS = {"sync": "inferences/s", "async64": "inferences/s", "large16MiB": "GB/s",
+         "threads4": "inferences/s"}
+RUN_TIMEOUT_S = 600  # generous: a cold venv (PyPI) and a cold build come first
+
+
+def _positive(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_quick_run_writes_every_figure(tmp_path):
+    out = tmp_path / "bench.json"
+    env = dict(os.environ)
+    # The workers must load the package under test: the source tree's when
+    # that is what this process imported, else the installed one.
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(tritonserver.__file__)))
+    if os.path.realpath(pkg_parent) == os.path.realpath(os.path.join(REPO, "python")):
+        env["PYTHONPATH"] = os.pathsep.join(
+            [pkg_parent] + [p for p in [env.get("PYTHONPATH")] if p])
+    proc = subprocess.run([sys.executable, RUN, "--quick", "--json", str(out)], cwd=REPO,
+                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_S)
+    assert proc.returncode == 0, (proc.stdout[-3000:] + "\n" + proc.stderr[-6000:])
+
+    doc = json.loads(out.read_text())
+    assert set(doc) >= {"machine", "results", "ratios"}
+
+    m = doc["machine"]
+    for key in ("cpu_model", "cpus", "pinned", "python", "numpy", "core_version", "date"):
+        assert key in m, key
+    assert m["pinned"] is False and m["mode"] == "quick"
+
+    found = {}
+    for r in doc["results"]:
+        key = (r["system"], r["workload"])
+        assert key not in found, f"{key} listed twice"
+        found[key] = r
+    assert set(found) == {(s, w) for s in SYSTEMS for w in WORKLOADS}
+    for (system, workload), r in found.items():
+        assert r["unit"] == UNITS[workload], (system, workload, r["unit"])
+        for stat in ("min", "median", "max"):
+            assert _positive(r[stat]), (system, workload, stat, r[stat])
+        assert r["min"] <= r["median"] <= r["max"]
+        assert len(r["runs"]) >= 3 and all(_positive(v) for v in r["runs"])
+        if workload == "sync":
+            for latency in ("p50_us", "p99_us"):
+                assert _positive(r[latency]["median"]), (system, latency)
+
+    assert set(doc["ratios"]) == set(WORKLOADS)
+    for workload, ratio in doc["ratios"].items():
+        assert _positive(ratio), (workload, ratio)
+        expected = (found[("python-api", workload)]["median"] /
+                    found[("c-api", workload)]["median"])
+        assert math.isclose(ratio, expected, rel_tol=1e-9)
