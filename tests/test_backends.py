@@ -167,3 +167,27 @@ def test_input_memory_is_read_in_place_and_kept_alive(server):
     for i, it in enumerate(iterators):
         out = np.from_dlpack(next(it).outputs["OUTPUT0"])
         assert out.shape == (1 << 16,) and (out == i).all()
+
+
+def test_async_on_a_loop_without_add_reader(server, monkeypatch):
+    # Loops that cannot watch a file descriptor are woken under the GIL
+    # instead of through the eventfd; both deliver every response in order.
+    import tritonserver._response as response_module
+
+    class NoEventfd:
+        def __init__(self):
+            raise NotImplementedError
+
+    monkeypatch.setattr(response_module._bindings, "LoopNotifier", NoEventfd)
+
+    async def run():
+        model = server.model("repeat_int32")
+        out = []
+        async for r in model.async_infer(inputs={"IN": np.arange(10, dtype=np.int32)}):
+            if r.outputs:
+                out.append(int(np.from_dlpack(r.outputs["OUT"])[0]))
+        waker = response_module._LoopWaker.of(asyncio.get_running_loop())
+        return out, waker.notifier
+
+    out, notifier = asyncio.run(run())
+    assert out == list(range(10)) and notifier is None

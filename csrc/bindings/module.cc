@@ -11,6 +11,7 @@ namespace tritonpy {
 void RegisterCore(py::module_& m);
 void RegisterDlpack(py::module_& m);
 void RegisterEnums(py::module_& m);
+void RegisterLoopNotifier(py::module_& m);
 void RegisterRequest(py::module_& m);
 void RegisterResponse(py::module_& m);
 void RegisterServer(py::module_& m);
@@ -24,6 +25,7 @@ PYBIND11_MODULE(triton_bindings, m) {
   tritonpy::RegisterCore(m);
   tritonpy::RegisterServerOptions(m);
   tritonpy::RegisterServer(m);
+  tritonpy::RegisterLoopNotifier(m);
   tritonpy::RegisterResponse(m);
   tritonpy::RegisterRequest(m);
   tritonpy::RegisterDlpack(m);

@@ -179,16 +179,23 @@ bool ResponseSink::Abandon(TRITONSERVER_Error_Code code, const std::string& mess
 void ResponseSink::Deliver(Item item) noexcept {
   const uint32_t flags = item.flags;
   bool wake_python = false;
+  LoopNotifier* wake_loop = nullptr;  // kept alive by loop_notifier_
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (abandoned_) return;  // the reader was told it is over: drop the rest
     items_.push_back(std::move(item));
     if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) final_seen_ = true;
-    // Taking the GIL on this thread is the expensive part: only when asked.
-    wake_python = notifier_ != nullptr && (notify_always_ || armed_);
+    // Taking the GIL on this thread is the expensive part: only when asked,
+    // and never for an event loop with a LoopNotifier.
+    if (loop_notifier_ && armed_) {
+      wake_loop = loop_notifier_.get();
+    } else {
+      wake_python = notifier_ != nullptr && (notify_always_ || armed_);
+    }
     armed_ = false;
   }
   ready_.notify_all();
+  if (wake_loop != nullptr) wake_loop->Notify(loop_token_);
   if (!wake_python) return;
   GilFromAnyThread gil;
   if (!gil.held() || notifier_ == nullptr) return;
@@ -308,6 +315,13 @@ void ResponseSink::SetNotifier(py::object notifier, bool always) {
   Py_XDECREF(old);
 }
 
+void ResponseSink::SetLoopNotifier(std::shared_ptr<LoopNotifier> notifier, uint64_t token) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  loop_notifier_ = std::move(notifier);
+  loop_token_ = token;
+  armed_ = false;
+}
+
 bool ResponseSink::Arm() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!items_.empty() || notifier_error_ != nullptr) return false;
@@ -331,6 +345,7 @@ void RegisterResponse(py::module_& m) {
       .def("set_notifier", &ResponseSink::SetNotifier, py::arg("notifier"),
            py::arg("always") = true)
       .def("arm", &ResponseSink::Arm)
+      .def("set_loop_notifier", &ResponseSink::SetLoopNotifier)
       .def("finished", &ResponseSink::Finished);
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bindings/allocator.h"
+#include "bindings/loop_notifier.h"
 #include "bindings/user_allocator.h"
 #include "triton/tritonserver.h"
 
@@ -79,6 +80,8 @@ class ResponseSink {
   // Asks for one notification at the next arrival; false (and no request)
   // when something is already there to take.
   bool Arm();
+  // Notify through `notifier` (no GIL) with `token` instead, when armed.
+  void SetLoopNotifier(std::shared_ptr<class LoopNotifier> notifier, uint64_t token);
   bool Finished();
 
   // The completion callback registered with the core; userp is a
@@ -103,6 +106,8 @@ class ResponseSink {
   bool notify_always_ = true;
   bool armed_ = false;
   std::unique_ptr<UserAllocator> user_allocator_;
+  std::shared_ptr<LoopNotifier> loop_notifier_;
+  uint64_t loop_token_ = 0;
   PyObject* notifier_ = nullptr;  // strong reference; changed under the GIL
   PyObject* notifier_error_ = nullptr;  // exception raised by the notifier
 };

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
+import itertools
 import queue
 import threading
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
+from tritonserver._c import triton_bindings as _bindings
 from tritonserver._enums import DATA_TYPES, MEMORY_TYPES, RESPONSE_COMPLETE_FINAL
 from tritonserver._errors import TritonError, error_from_code
 from tritonserver._tensor import MemoryBuffer, Tensor
@@ -187,15 +189,20 @@ class AsyncResponseIterator(_Responses):
                  request_id: Optional[str] = None):
         self._loop = loop if loop is not None else asyncio.get_running_loop()
         self._waiter: Optional[asyncio.Future] = None
-        # A weak reference: the sink must not hold this iterator alive.
-        wake = functools.partial(_LoopWaker.of(self._loop).notify, weakref.ref(self))
+        self._token = 0
+        waker = self._waker = _LoopWaker.of(self._loop)
         forwarder = None
         if user_queue is not None:
             forwarder = _Forwarder(model, sink, user_queue, request_id, self._loop)
-            forwarder.on_item = wake
+            # A weak reference: the sink must not hold this iterator alive.
+            forwarder.on_item = functools.partial(waker.notify, weakref.ref(self))
             sink.set_notifier(forwarder)
+        elif waker.notifier is not None:
+            # Woken through the loop's eventfd: no GIL on the core's threads.
+            self._token = waker.register(self)
+            sink.set_loop_notifier(waker.notifier, self._token)
         else:
-            sink.set_notifier(wake, always=False)  # only when armed: see __anext__
+            sink.set_notifier(functools.partial(waker.notify, weakref.ref(self)), always=False)
         super().__init__(model, request, sink, forwarder, raise_on_error, request_id)
 
     def __aiter__(self) -> "AsyncResponseIterator":
@@ -207,6 +214,9 @@ class AsyncResponseIterator(_Responses):
         while True:
             response = self._take()
             if response is not None:
+                if response.final and self._token:
+                    self._waker.unregister(self._token)
+                    self._token = 0
                 return self._deliver(response)
             # Woken by _wake, which only runs on this loop's thread, after
             # this coroutine yields. Without a forwarder the sink notifies
@@ -231,10 +241,18 @@ class AsyncResponseIterator(_Responses):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    def __del__(self) -> None:
+        if self._token:
+            self._waker.unregister(self._token)
+        super().__del__()
+
 
 class _LoopWaker:
     """Wakes the iterators of one event loop, batching wake-ups: however many
-    responses arrive between two turns of the loop, it is woken once."""
+    responses arrive between two turns of the loop, it is woken once. On
+    loops with add_reader (the default ones, uvloop) through a LoopNotifier's
+    eventfd, never taking the GIL on the core's threads; otherwise (and for
+    response queues) through call_soon_threadsafe, with the GIL."""
 
     _by_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaker]" = \
         weakref.WeakKeyDictionary()
@@ -250,6 +268,31 @@ class _LoopWaker:
         self._loop = weakref.ref(loop)
         self._ready: list = []
         self._scheduled = False
+        self._iterators: dict = {}  # token -> weak reference to the iterator
+        self._tokens = itertools.count(1)
+        self.notifier = None
+        try:
+            notifier = _bindings.LoopNotifier()
+            loop.add_reader(notifier.fd(), self._run_tokens)
+            self.notifier = notifier
+        except NotImplementedError:
+            pass  # a loop without add_reader: notified under the GIL instead
+
+    def register(self, it: "AsyncResponseIterator") -> int:
+        token = next(self._tokens)
+        self._iterators[token] = weakref.ref(it)
+        return token
+
+    def unregister(self, token: int) -> None:
+        self._iterators.pop(token, None)
+
+    def _run_tokens(self) -> None:
+        iterators = self._iterators
+        for token in self.notifier.take():
+            ref = iterators.get(token)
+            it = ref() if ref is not None else None
+            if it is not None:
+                it._wake()
 
     def notify(self, ref: "weakref.ref[AsyncResponseIterator]") -> None:
         # Runs on a core thread, with the GIL. _run clears the flag before it
