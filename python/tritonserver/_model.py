@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._enums import DataType, ModelBatchFlag, ModelTxnPropertyFlag
 from tritonserver._errors import InvalidArgumentError
-from tritonserver._request import InferenceRequest
+from tritonserver._request import InferenceRequest, _create_c_request_for_inputs
 from tritonserver._response import AsyncResponseIterator, ResponseIterator
 
 if TYPE_CHECKING:
@@ -34,12 +34,11 @@ class Model:
     def infer(self, inference_request: Optional[InferenceRequest] = None,
               raise_on_error: bool = True, **kwargs: Any) -> ResponseIterator:
         """Send a request; returns an iterator over its responses."""
-        request = self._resolve_request(inference_request, kwargs)
-        c_request = request._create_c_request()
+        c_request, response_queue, request_id = self._prepare(inference_request, kwargs)
         sink = _bindings.ResponseSink()
         # Made before sending, so its notifier is in place for any response.
-        iterator = ResponseIterator(self, c_request, sink, request.response_queue,
-                                    raise_on_error, request.request_id)
+        iterator = ResponseIterator(self, c_request, sink, response_queue, raise_on_error,
+                                    request_id)
         c_request.send(sink)
         return iterator
 
@@ -49,11 +48,10 @@ class Model:
 
         Call it from a running event loop.
         """
-        request = self._resolve_request(inference_request, kwargs)
-        c_request = request._create_c_request()
+        c_request, response_queue, request_id = self._prepare(inference_request, kwargs)
         sink = _bindings.ResponseSink()
-        iterator = AsyncResponseIterator(self, c_request, sink, request.response_queue,
-                                         raise_on_error, None, request.request_id)
+        iterator = AsyncResponseIterator(self, c_request, sink, response_queue, raise_on_error,
+                                         None, request_id)
         c_request.send(sink)
         return iterator
 
@@ -77,6 +75,14 @@ class Model:
     def transaction_properties(self) -> ModelTxnPropertyFlag:
         return ModelTxnPropertyFlag(
             self._server._handle().model_transaction_properties(self.name, self.version))
+
+    def _prepare(self, request: Optional[InferenceRequest],
+                 kwargs: dict[str, Any]) -> tuple[Any, Any, Optional[str]]:
+        """(binding request, response_queue, request_id) for a call."""
+        if request is None and len(kwargs) == 1 and "inputs" in kwargs:
+            return _create_c_request_for_inputs(self, kwargs["inputs"]), None, None
+        request = self._resolve_request(request, kwargs)
+        return request._create_c_request(), request.response_queue, request.request_id
 
     def _resolve_request(self, request: Optional[InferenceRequest],
                          kwargs: dict[str, Any]) -> InferenceRequest:

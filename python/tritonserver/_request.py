@@ -76,30 +76,41 @@ class InferenceRequest:
                 _set_parameter(request, key, value)
         if self.output_memory_allocator is not None or self.output_memory_type is not None:
             _set_output_memory(request, self.output_memory_allocator, self.output_memory_type)
-        inputs = self.inputs
-        if not isinstance(inputs, dict):
-            raise InvalidArgumentError("inputs must be a dict of name to tensor")
-        declared = None
-        for name, value in inputs.items():
-            if not isinstance(name, str):
-                raise InvalidArgumentError(f"input names must be str, not {type(name).__name__}")
-            if type(value) is np.ndarray and value.flags.c_contiguous:
-                data_type = _DATA_TYPE_OF_DTYPE.get(value.dtype)
-                if data_type is not None:  # host array of a fixed-size type: in place
-                    request.add_input_array(name, data_type, value.shape, value)
-                    continue
-            if declared is None:
-                declared = model._input_datatypes()
-            try:
-                tensor = Tensor._from_object(value, declared.get(name))
-            except TritonError:
-                raise
-            except (TypeError, ValueError, OverflowError) as e:
-                raise InvalidArgumentError(f"input '{name}': {e}") from None
-            request.add_input(name, int(tensor.data_type), list(tensor.shape), tensor.data_ptr,
-                              tensor.size, int(tensor.memory_type), tensor.memory_type_id,
-                              tensor.memory_buffer.owner)
+        _add_inputs(request, model, self.inputs)
         return request
+
+
+def _create_c_request_for_inputs(model: "Model", inputs: Any) -> Any:
+    """The binding's request for a call that gives only inputs (the common
+    case): no InferenceRequest object is built."""
+    request = _bindings.InferenceRequest(model._server._handle(), model.name, model.version)
+    _add_inputs(request, model, inputs)
+    return request
+
+
+def _add_inputs(request: Any, model: "Model", inputs: Any) -> None:
+    if not isinstance(inputs, dict):
+        raise InvalidArgumentError("inputs must be a dict of name to tensor")
+    declared = None
+    for name, value in inputs.items():
+        if not isinstance(name, str):
+            raise InvalidArgumentError(f"input names must be str, not {type(name).__name__}")
+        if type(value) is np.ndarray and value.flags.c_contiguous:
+            data_type = _DATA_TYPE_OF_DTYPE.get(value.dtype)
+            if data_type is not None:  # host array of a fixed-size type: in place
+                request.add_input_array(name, data_type, value.shape, value)
+                continue
+        if declared is None:
+            declared = model._input_datatypes()
+        try:
+            tensor = Tensor._from_object(value, declared.get(name))
+        except TritonError:
+            raise
+        except (TypeError, ValueError, OverflowError) as e:
+            raise InvalidArgumentError(f"input '{name}': {e}") from None
+        request.add_input(name, int(tensor.data_type), list(tensor.shape), tensor.data_ptr,
+                          tensor.size, int(tensor.memory_type), tensor.memory_type_id,
+                          tensor.memory_buffer.owner)
 
 
 def _set_output_memory(request: Any, allocator: Any, device: Any) -> None:
