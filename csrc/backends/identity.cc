@@ -1,28 +1,29 @@
-// identity: every requested output OUTPUT<i> is a copy of input INPUT<i>, with
+// identity: each requested output OUTPUT<i> is a copy of input INPUT<i>, with
 // the same datatype (BYTES included) and shape.
-#include <string>
+#include <tritonserver/backend.h>
 
-#include "backend_util.h"
+namespace tb = tritonserver::backend;
 
-namespace tritonserver::backends {
-
-void ValidateModel(const ModelState&) {}
-
-void ExecuteRequest(RequestContext& ctx) {
-  ResponsePtr response = ctx.NewResponse();
-  ctx.MarkComputeStart();
-  for (const std::string& output : ctx.RequestedOutputs()) {
-    if (output.rfind("OUTPUT", 0) != 0) {
-      throw BackendError(TRITONSERVER_ERROR_INVALID_ARG,
-                         "identity: output '" + output +
-                             "' is not named OUTPUT<i>, so it has no INPUT<i>");
-    }
-    const InputTensor input = ctx.Input(("INPUT" + output.substr(6)).c_str());
-    input.CopyTo(AddOutput(response.get(), output, input.dtype(), input.shape(),
-                           input.byte_size()));
+class Identity : public tb::Backend {
+ public:
+  void Execute(tb::Instance&, tb::Requests& requests) override {
+    requests.ForEach([](tb::Request& request) {
+      tb::Response response = request.NewResponse();
+      for (const std::string& output : request.RequestedOutputs()) {
+        if (output.rfind("OUTPUT", 0) != 0) {
+          throw tb::Error::InvalidArgument(
+              "identity: output '" + output +
+              "' is not named OUTPUT<i>, so it has no INPUT<i>");
+        }
+        const tb::InputTensor input = request.Input("INPUT" + output.substr(6));
+        input.CopyTo(response
+                         .AddOutput(output, input.dtype(), input.shape(),
+                                    input.byte_size())
+                         .data());
+      }
+      response.Send();
+    });
   }
-  ctx.MarkComputeEnd();
-  ctx.Send(std::move(response), /*final=*/true);
-}
+};
 
-}  // namespace tritonserver::backends
+TRITONSERVER_BACKEND(Identity)

@@ -1,43 +1,33 @@
 // repeat (decoupled): for an INT32 input IN of N values, sends N responses,
 // each with one value in OUT (shape [1]), in order, then the final flag.
-#include <cstdint>
-#include <string>
-#include <vector>
+#include <tritonserver/backend.h>
 
-#include "backend_util.h"
+namespace tb = tritonserver::backend;
 
-namespace tritonserver::backends {
-
-void ValidateModel(const ModelState& model) {
-  if (!model.decoupled) {
-    throw BackendError(TRITONSERVER_ERROR_INVALID_ARG,
-                       "model '" + model.name +
-                           "': the repeat backend sends several responses per "
-                           "request and needs model_transaction_policy "
-                           "{ decoupled: true }");
-  }
-}
-
-void ExecuteRequest(RequestContext& ctx) {
-  const InputTensor input = ctx.Input("IN");
-  if (input.dtype() != TRITONSERVER_TYPE_INT32) {
-    throw BackendError(TRITONSERVER_ERROR_INVALID_ARG,
-                       std::string("repeat: input 'IN' must be INT32, not ") +
-                           TRITONSERVER_DataTypeString(input.dtype()));
-  }
-  ctx.MarkComputeStart();
-  const std::vector<int32_t> values = input.Values<int32_t>();
-  ctx.MarkComputeEnd();
-  for (const int32_t value : values) {
-    if (ctx.IsCancelled()) {
-      throw BackendError(TRITONSERVER_ERROR_CANCELLED, "request was cancelled");
+class Repeat : public tb::Backend {
+ public:
+  void ModelInitialize(tb::Model& model) override {
+    if (!model.decoupled()) {
+      throw tb::Error::InvalidArgument(
+          "model '" + model.name() +
+          "': the repeat backend sends several responses per request and "
+          "needs model_transaction_policy { decoupled: true }");
     }
-    ResponsePtr response = ctx.NewResponse();
-    WriteOutput(response.get(), "OUT", TRITONSERVER_TYPE_INT32, {1}, &value,
-                sizeof(value));
-    ctx.Send(std::move(response), /*final=*/false);
   }
-  ctx.SendFinal();
-}
 
-}  // namespace tritonserver::backends
+  void Execute(tb::Instance&, tb::Requests& requests) override {
+    requests.ForEach([](tb::Request& request) {
+      for (const int32_t value : request.Input("IN").As<int32_t>()) {
+        if (request.IsCancelled()) {
+          throw tb::Error::Cancelled("the request was cancelled");
+        }
+        tb::Response response = request.NewResponse();
+        response.SetOutput("OUT", {1}, &value, 1);
+        response.Send(/*final=*/false);
+      }
+      request.Finish();
+    });
+  }
+};
+
+TRITONSERVER_BACKEND(Repeat)

@@ -1,4 +1,5 @@
-"""Command line: ``python -m tritonserver {install-core, core-info, --version}``."""
+"""Command line: ``python -m tritonserver {install-core, core-info, --version, --cmakedir,
+--includes}``."""
 
 from __future__ import annotations
 
@@ -21,13 +22,43 @@ def package_version() -> str:
         return "0+unknown"
 
 
+def _package_dir() -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cmake_dir() -> str:
+    """The folder of the CMake package (tritonserverConfig.cmake) for building
+    backends: ``find_package(tritonserver)`` with ``tritonserver_DIR`` set to it."""
+    return os.path.join(_package_dir(), "share", "cmake", "tritonserver")
+
+
+def include_dirs() -> list:
+    """The include folders of the backend SDK and of the Triton C API headers.
+
+    An installed package has both under ``tritonserver/include``; a source
+    checkout takes the C API headers from ``third_party/``.
+    """
+    include = os.path.join(_package_dir(), "include")
+    if os.path.isfile(os.path.join(include, "triton", "tritonbackend.h")):
+        return [include]
+    source = os.path.join(_package_dir(), os.pardir, os.pardir, "third_party")
+    if os.path.isfile(os.path.join(source, "triton", "tritonbackend.h")):
+        return [include, os.path.abspath(source)]
+    return [include]
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m tritonserver",
-        description="In-process Triton Inference Server: manage the Triton core library.",
+        description="In-process Triton Inference Server: manage the Triton core library; build backends.",
     )
     p.add_argument("--version", action="store_true",
                    help="print this package's version and the Triton core in use")
+    p.add_argument("--cmakedir", action="store_true",
+                   help="print the CMake package folder for building backends "
+                        "(cmake -Dtritonserver_DIR=...)")
+    p.add_argument("--includes", action="store_true",
+                   help="print the -I flags of the backend SDK and Triton C API headers")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     ic = sub.add_parser("install-core", help="download and install the Triton core for this environment")
@@ -91,6 +122,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.version:
         return _print_version()
+    if args.cmakedir:
+        print(cmake_dir())
+        return 0
+    if args.includes:
+        print(" ".join(f"-I{d}" for d in include_dirs()))
+        return 0
     if args.command == "install-core":
         return _install(args)
     if args.command == "core-info":

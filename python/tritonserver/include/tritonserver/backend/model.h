@@ -1,0 +1,227 @@
+// What a backend sees of a loaded model and of its instances. The SDK creates
+// a Model in TRITONBACKEND_ModelInitialize and an Instance in
+// TRITONBACKEND_ModelInstanceInitialize, and deletes each in the matching
+// Finalize; a backend keeps its own per-model or per-instance data in their
+// state slot (EmplaceState / State).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "tritonserver/backend/error.h"
+#include "tritonserver/backend/json.h"
+
+namespace tritonserver::backend {
+
+class Backend;
+
+namespace detail {
+
+struct MessageDeleter {
+  void operator()(TRITONSERVER_Message* message) const noexcept {
+    ErrorPtr(TRITONSERVER_MessageDelete(message));
+  }
+};
+using MessagePtr = std::unique_ptr<TRITONSERVER_Message, MessageDeleter>;
+
+inline std::string MessageJson(TRITONSERVER_Message* message) {
+  const char* base = nullptr;
+  size_t size = 0;
+  Check(TRITONSERVER_MessageSerializeToJson(message, &base, &size));
+  return std::string(base, size);
+}
+
+// Steady-clock nanoseconds: the clock the core's statistics use.
+inline uint64_t NowNs() noexcept {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+template <typename T>
+const void* TypeTag() noexcept {
+  static const char tag = 0;
+  return &tag;
+}
+
+struct Access;
+
+}  // namespace detail
+
+// Backend data of any type, owned by a Model or an Instance and destroyed
+// with it (after the matching Finalize hook).
+class StateSlot {
+ public:
+  StateSlot() = default;
+  StateSlot(const StateSlot&) = delete;
+  StateSlot& operator=(const StateSlot&) = delete;
+  ~StateSlot() { Reset(); }
+
+  // Constructs a T from `args`, replacing any previous state.
+  template <typename T, typename... Args>
+  T& Emplace(Args&&... args) {
+    auto owned = std::make_unique<T>(std::forward<Args>(args)...);
+    Reset();
+    value_ = owned.release();
+    deleter_ = [](void* p) { delete static_cast<T*>(p); };
+    type_ = detail::TypeTag<T>();
+    return *static_cast<T*>(value_);
+  }
+
+  // The state, which must have been emplaced as a T.
+  template <typename T>
+  T& Get() const {
+    if (value_ == nullptr) {
+      throw Error::Internal("no state was emplaced");
+    }
+    if (type_ != detail::TypeTag<T>()) {
+      throw Error::Internal("the state was emplaced with another type");
+    }
+    return *static_cast<T*>(value_);
+  }
+
+  bool has_value() const { return value_ != nullptr; }
+
+  void Reset() noexcept {
+    if (value_ != nullptr) deleter_(value_);
+    value_ = nullptr;
+    deleter_ = nullptr;
+    type_ = nullptr;
+  }
+
+ private:
+  void* value_ = nullptr;
+  void (*deleter_)(void*) = nullptr;
+  const void* type_ = nullptr;
+};
+
+// A model (one version) using this backend, from its load to its unload.
+class Model {
+ public:
+  Model(TRITONBACKEND_Model* model, Backend& backend)
+      : handle_(model), backend_(&backend) {
+    const char* name = nullptr;
+    Check(TRITONBACKEND_ModelName(model, &name));
+    name_ = name;
+    Check(TRITONBACKEND_ModelVersion(model, &version_));
+    TRITONSERVER_Message* message = nullptr;
+    Check(TRITONBACKEND_ModelConfig(model, 1, &message));
+    detail::MessagePtr owned(message);
+    config_ = Json::Parse(detail::MessageJson(message));
+    const Json& max_batch = config_["max_batch_size"];
+    max_batch_size_ = max_batch.is_null() ? 0 : max_batch.AsInt();
+    const Json& decoupled = config_["model_transaction_policy"]["decoupled"];
+    decoupled_ = decoupled.is_bool() && decoupled.AsBool();
+  }
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  TRITONBACKEND_Model* handle() const { return handle_; }
+  Backend& backend() const { return *backend_; }
+  const std::string& name() const { return name_; }
+  uint64_t version() const { return version_; }
+  // The model configuration (config.pbtxt, completed by the core) as JSON.
+  const Json& config() const { return config_; }
+  // > 0: requests are batched along their first dimension.
+  int64_t max_batch_size() const { return max_batch_size_; }
+  bool batching() const { return max_batch_size_ > 0; }
+  // A decoupled model may send any number of responses per request.
+  bool decoupled() const { return decoupled_; }
+  bool sequence_batching() const {
+    return config_.Contains("sequence_batching");
+  }
+
+  // The model's folder in its repository.
+  std::string repository_path() const {
+    TRITONBACKEND_ArtifactType type = TRITONBACKEND_ARTIFACT_FILESYSTEM;
+    const char* location = nullptr;
+    Check(TRITONBACKEND_ModelRepository(handle_, &type, &location));
+    return location != nullptr ? location : "";
+  }
+
+  // A `parameters { key: ... value { string_value: ... } }` entry of the
+  // model configuration.
+  std::optional<std::string> Parameter(std::string_view key) const {
+    const Json& value = config_["parameters"][key]["string_value"];
+    if (!value.is_string()) return std::nullopt;
+    return value.AsString();
+  }
+
+  template <typename T, typename... Args>
+  T& EmplaceState(Args&&... args) {
+    return state_.Emplace<T>(std::forward<Args>(args)...);
+  }
+  template <typename T>
+  T& State() const {
+    return state_.Get<T>();
+  }
+  bool has_state() const { return state_.has_value(); }
+
+ private:
+  TRITONBACKEND_Model* handle_;
+  Backend* backend_;
+  std::string name_;
+  uint64_t version_ = 0;
+  Json config_;
+  int64_t max_batch_size_ = 0;
+  bool decoupled_ = false;
+  StateSlot state_;
+};
+
+// One instance of a model (instance_group count N gives N). The core never
+// runs two Executes at once on one instance.
+class Instance {
+ public:
+  Instance(TRITONBACKEND_ModelInstance* instance, Model& model)
+      : handle_(instance), model_(&model) {
+    const char* name = nullptr;
+    Check(TRITONBACKEND_ModelInstanceName(instance, &name));
+    name_ = name;
+    Check(TRITONBACKEND_ModelInstanceKind(instance, &kind_));
+    Check(TRITONBACKEND_ModelInstanceDeviceId(instance, &device_id_));
+    // The host policy is {"<policy name>": {settings}}: inputs are read
+    // through the buffers given for that policy.
+    TRITONSERVER_Message* policy = nullptr;  // owned by the core
+    Check(TRITONBACKEND_ModelInstanceHostPolicy(instance, &policy));
+    const Json parsed = Json::Parse(detail::MessageJson(policy));
+    if (parsed.is_object() && parsed.size() > 0) {
+      host_policy_ = parsed.AsObject().front().first;
+    }
+  }
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+
+  TRITONBACKEND_ModelInstance* handle() const { return handle_; }
+  Model& model() const { return *model_; }
+  const std::string& name() const { return name_; }
+  TRITONSERVER_InstanceGroupKind kind() const { return kind_; }
+  int32_t device_id() const { return device_id_; }
+  const std::string& host_policy() const { return host_policy_; }
+
+  template <typename T, typename... Args>
+  T& EmplaceState(Args&&... args) {
+    return state_.Emplace<T>(std::forward<Args>(args)...);
+  }
+  template <typename T>
+  T& State() const {
+    return state_.Get<T>();
+  }
+  bool has_state() const { return state_.has_value(); }
+
+ private:
+  TRITONBACKEND_ModelInstance* handle_;
+  Model* model_;
+  std::string name_;
+  TRITONSERVER_InstanceGroupKind kind_ = TRITONSERVER_INSTANCEGROUPKIND_CPU;
+  int32_t device_id_ = 0;
+  std::string host_policy_;
+  StateSlot state_;
+};
+
+}  // namespace tritonserver::backend

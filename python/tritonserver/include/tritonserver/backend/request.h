@@ -1,0 +1,569 @@
+// Requests, responses and the batch handed to Backend::Execute.
+//
+// The SDK owns every request: a backend answers it (Response::Send, or
+// Request::Finish / Request::Fail) and the SDK reports its statistics and
+// releases it, exactly once, when Execute returns. A request left without a
+// final response is failed by the SDK.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tritonserver/backend/error.h"
+#include "tritonserver/backend/model.h"
+#include "tritonserver/backend/tensor.h"
+
+namespace tritonserver::backend {
+
+class Request;
+
+// A request's correlation id (sequence id): a number, or a string.
+struct CorrelationId {
+  uint64_t number = 0;
+  std::string text;
+  bool is_string = false;
+
+  // "42" or "s:abc": one key per sequence, whichever kind of id it has.
+  std::string Key() const {
+    return is_string ? "s:" + text : std::to_string(number);
+  }
+  bool empty() const { return is_string ? text.empty() : number == 0; }
+};
+
+// A response being built for one request. Add its outputs, then Send it;
+// a response dropped without Send is deleted and the client sees nothing.
+class Response {
+ public:
+  Response(Response&& other) noexcept
+      : request_(other.request_), handle_(other.handle_) {
+    other.handle_ = nullptr;
+  }
+  Response& operator=(Response&& other) noexcept {
+    if (this != &other) {
+      Drop();
+      request_ = other.request_;
+      handle_ = other.handle_;
+      other.handle_ = nullptr;
+    }
+    return *this;
+  }
+  Response(const Response&) = delete;
+  Response& operator=(const Response&) = delete;
+  ~Response() { Drop(); }
+
+  TRITONBACKEND_Response* handle() const { return handle_; }
+
+  // Adds an output and allocates its buffer in host memory: byte_size bytes,
+  // or (when omitted) shape's element count times the datatype's size.
+  OutputTensor AddOutput(const std::string& name, TRITONSERVER_DataType dtype,
+                         const std::vector<int64_t>& shape,
+                         std::optional<uint64_t> byte_size = std::nullopt) {
+    RequireOpen();
+    uint64_t size = 0;
+    if (byte_size.has_value()) {
+      size = *byte_size;
+    } else if (ElementByteSize(dtype) == 0) {
+      throw Error::InvalidArgument("output '" + name + "' is " +
+                                   DataTypeName(dtype) +
+                                   ": give its byte size");
+    } else {
+      size = ElementCount(shape) * ElementByteSize(dtype);
+    }
+    TRITONBACKEND_Output* output = nullptr;
+    Check(TRITONBACKEND_ResponseOutput(handle_, &output, name.c_str(), dtype,
+                                       shape.data(),
+                                       static_cast<uint32_t>(shape.size())));
+    void* buffer = nullptr;
+    TRITONSERVER_MemoryType type = TRITONSERVER_MEMORY_CPU;
+    int64_t type_id = 0;
+    Check(TRITONBACKEND_OutputBuffer(output, &buffer, size, &type, &type_id));
+    if (!IsHostMemory(type)) {
+      throw Error::Unsupported("output '" + name + "' was given " +
+                               TRITONSERVER_MemoryTypeString(type) +
+                               " memory instead of host memory");
+    }
+    return OutputTensor(name, dtype, shape, buffer, size);
+  }
+
+  // Adds an output holding a copy of `byte_size` bytes at `data`.
+  void SetOutputBytes(const std::string& name, TRITONSERVER_DataType dtype,
+                      const std::vector<int64_t>& shape, const void* data,
+                      uint64_t byte_size) {
+    OutputTensor out = AddOutput(name, dtype, shape, byte_size);
+    if (byte_size != 0) std::memcpy(out.data(), data, byte_size);
+  }
+
+  // Adds an output holding a copy of `values` (shape's element count of T).
+  template <typename T>
+  void SetOutput(const std::string& name, const std::vector<int64_t>& shape,
+                 const T* values, size_t count) {
+    if (count != ElementCount(shape)) {
+      throw Error::InvalidArgument(
+          "output '" + name + "': " + std::to_string(count) +
+          " values do not fill shape " + ShapeString(shape));
+    }
+    SetOutputBytes(name, DataTypeOf<T>::value, shape, values,
+                   count * sizeof(T));
+  }
+  template <typename T>
+  void SetOutput(const std::string& name, const std::vector<int64_t>& shape,
+                 const std::vector<T>& values) {
+    SetOutput(name, shape, values.data(), values.size());
+  }
+
+  // Adds a BYTES output from strings (anything std::string_view converts from).
+  template <typename Strings>
+  void SetStringOutput(const std::string& name,
+                       const std::vector<int64_t>& shape,
+                       const Strings& values) {
+    const std::string wire = SerializeStrings(values);
+    SetOutputBytes(name, TRITONSERVER_TYPE_BYTES, shape, wire.data(),
+                   wire.size());
+  }
+
+  void SetStringParameter(const std::string& name, const std::string& value) {
+    RequireOpen();
+    Check(TRITONBACKEND_ResponseSetStringParameter(handle_, name.c_str(),
+                                                   value.c_str()));
+  }
+  void SetIntParameter(const std::string& name, int64_t value) {
+    RequireOpen();
+    Check(TRITONBACKEND_ResponseSetIntParameter(handle_, name.c_str(), value));
+  }
+  void SetBoolParameter(const std::string& name, bool value) {
+    RequireOpen();
+    Check(TRITONBACKEND_ResponseSetBoolParameter(handle_, name.c_str(), value));
+  }
+  void SetDoubleParameter(const std::string& name, double value) {
+    RequireOpen();
+    Check(
+        TRITONBACKEND_ResponseSetDoubleParameter(handle_, name.c_str(), value));
+  }
+
+  // Sends the response. `final` (the default) makes it the request's last
+  // one; only a decoupled model may send non-final responses.
+  inline void Send(bool final = true);
+
+ private:
+  friend class Request;
+  Response(Request* request, TRITONBACKEND_Response* handle)
+      : request_(request), handle_(handle) {}
+
+  void RequireOpen() const {
+    if (handle_ == nullptr) {
+      throw Error::Internal("this response was already sent");
+    }
+  }
+  void Drop() noexcept {
+    if (handle_ != nullptr) {
+      detail::LogIfError(TRITONBACKEND_ResponseDelete(handle_),
+                         "deleting an unsent response");
+      handle_ = nullptr;
+    }
+  }
+
+  Request* request_;
+  TRITONBACKEND_Response* handle_;
+};
+
+// One request of a batch. Valid only during the Execute that received it;
+// not thread-safe (a backend may hand it to a helper thread that Execute
+// waits for).
+class Request {
+ public:
+  Request(TRITONBACKEND_Request* request, Instance& instance)
+      : handle_(request), instance_(&instance) {}
+  Request(Request&& other) noexcept
+      : handle_(other.handle_),
+        instance_(other.instance_),
+        factory_(other.factory_),
+        finished_(other.finished_),
+        failed_(other.failed_),
+        finish_ns_(other.finish_ns_),
+        compute_start_ns_(other.compute_start_ns_),
+        compute_end_ns_(other.compute_end_ns_) {
+    other.factory_ = nullptr;
+  }
+  Request& operator=(Request&&) = delete;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+  ~Request() {
+    if (factory_ != nullptr) {
+      detail::LogIfError(TRITONBACKEND_ResponseFactoryDelete(factory_),
+                         "deleting a response factory");
+    }
+  }
+
+  TRITONBACKEND_Request* handle() const { return handle_; }
+  Instance& instance() const { return *instance_; }
+  Model& model() const { return instance_->model(); }
+
+  // ---- What was asked -------------------------------------------------------
+
+  std::string id() const {
+    const char* id = nullptr;
+    Check(TRITONBACKEND_RequestId(handle_, &id));
+    return id != nullptr ? id : "";
+  }
+
+  CorrelationId correlation_id() const {
+    CorrelationId out;
+    TRITONSERVER_Error* error =
+        TRITONBACKEND_RequestCorrelationId(handle_, &out.number);
+    if (error == nullptr) return out;
+    detail::ErrorPtr owned(error);  // not a number: then it is a string
+    const char* text = nullptr;
+    Check(TRITONBACKEND_RequestCorrelationIdString(handle_, &text));
+    out.text = text != nullptr ? text : "";
+    out.is_string = true;
+    return out;
+  }
+
+  // TRITONSERVER_RequestFlag bits: sequence start and end.
+  uint32_t flags() const {
+    uint32_t flags = 0;
+    Check(TRITONBACKEND_RequestFlags(handle_, &flags));
+    return flags;
+  }
+  bool sequence_start() const {
+    return (flags() & TRITONSERVER_REQUEST_FLAG_SEQUENCE_START) != 0;
+  }
+  bool sequence_end() const {
+    return (flags() & TRITONSERVER_REQUEST_FLAG_SEQUENCE_END) != 0;
+  }
+
+  // The client's timeout in microseconds (0: none).
+  uint64_t timeout_us() const {
+    uint64_t timeout = 0;
+    Check(TRITONBACKEND_InferenceRequestTimeoutMicroseconds(handle_, &timeout));
+    return timeout;
+  }
+
+  // Whether the client cancelled the request; a long or streaming backend
+  // checks this and stops (Fail with Error::Cancelled).
+  bool IsCancelled() const {
+    bool cancelled = false;
+    if (factory_ != nullptr) {
+      Check(TRITONBACKEND_ResponseFactoryIsCancelled(factory_, &cancelled));
+    } else {
+      Check(TRITONBACKEND_RequestIsCancelled(handle_, &cancelled));
+    }
+    return cancelled;
+  }
+
+  std::vector<std::string> InputNames() const {
+    uint32_t count = 0;
+    Check(TRITONBACKEND_RequestInputCount(handle_, &count));
+    std::vector<std::string> names;
+    for (uint32_t i = 0; i < count; ++i) {
+      const char* name = nullptr;
+      Check(TRITONBACKEND_RequestInputName(handle_, i, &name));
+      names.emplace_back(name);
+    }
+    return names;
+  }
+
+  bool HasInput(const std::string& name) const {
+    TRITONBACKEND_Input* input = nullptr;
+    TRITONSERVER_Error* error =
+        TRITONBACKEND_RequestInput(handle_, name.c_str(), &input);
+    detail::ErrorPtr owned(error);
+    return error == nullptr;
+  }
+
+  InputTensor Input(const std::string& name) const {
+    TRITONBACKEND_Input* input = nullptr;
+    if (TRITONSERVER_Error* error =
+            TRITONBACKEND_RequestInput(handle_, name.c_str(), &input)) {
+      detail::ErrorPtr owned(error);
+      throw Error::InvalidArgument("the request has no input '" + name + "'");
+    }
+    return InputTensor(input, HostPolicy());
+  }
+
+  InputTensor Input(uint32_t index) const {
+    TRITONBACKEND_Input* input = nullptr;
+    Check(TRITONBACKEND_RequestInputByIndex(handle_, index, &input));
+    return InputTensor(input, HostPolicy());
+  }
+
+  // The outputs to produce: those the client asked for, or all of the
+  // model's when it named none.
+  std::vector<std::string> RequestedOutputs() const {
+    uint32_t count = 0;
+    Check(TRITONBACKEND_RequestOutputCount(handle_, &count));
+    std::vector<std::string> names;
+    for (uint32_t i = 0; i < count; ++i) {
+      const char* name = nullptr;
+      Check(TRITONBACKEND_RequestOutputName(handle_, i, &name));
+      names.emplace_back(name);
+    }
+    return names;
+  }
+
+  // The batch items in this request: the first dimension of its first input
+  // when the model batches, else 1.
+  uint64_t batch_size() const {
+    if (!model().batching()) return 1;
+    TRITONBACKEND_Input* input = nullptr;
+    const int64_t* shape = nullptr;
+    uint32_t dims = 0;
+    Check(TRITONBACKEND_RequestInputByIndex(handle_, 0, &input));
+    Check(TRITONBACKEND_InputProperties(input, nullptr, nullptr, &shape, &dims,
+                                        nullptr, nullptr));
+    return dims > 0 && shape[0] > 0 ? static_cast<uint64_t>(shape[0]) : 1;
+  }
+
+  // Request parameters set by the client, by name and type.
+  std::optional<std::string> StringParameter(std::string_view key) const {
+    const void* value = FindParameter(key, TRITONSERVER_PARAMETER_STRING);
+    if (value == nullptr) return std::nullopt;
+    return std::string(static_cast<const char*>(value));
+  }
+  std::optional<int64_t> IntParameter(std::string_view key) const {
+    const void* value = FindParameter(key, TRITONSERVER_PARAMETER_INT);
+    if (value == nullptr) return std::nullopt;
+    return *static_cast<const int64_t*>(value);
+  }
+  std::optional<bool> BoolParameter(std::string_view key) const {
+    const void* value = FindParameter(key, TRITONSERVER_PARAMETER_BOOL);
+    if (value == nullptr) return std::nullopt;
+    return *static_cast<const bool*>(value);
+  }
+  std::optional<double> DoubleParameter(std::string_view key) const {
+    const void* value = FindParameter(key, TRITONSERVER_PARAMETER_DOUBLE);
+    if (value == nullptr) return std::nullopt;
+    return *static_cast<const double*>(value);
+  }
+
+  // ---- Answering ------------------------------------------------------------
+
+  // Starts a response. Create every output of a response before starting
+  // the next one.
+  Response NewResponse() {
+    RequireOpen();
+    TRITONBACKEND_Response* response = nullptr;
+    if (model().decoupled()) {  // a stream of responses: through a factory
+      Check(TRITONBACKEND_ResponseNewFromFactory(&response, Factory()));
+    } else {
+      Check(TRITONBACKEND_ResponseNew(&response, handle_));
+    }
+    return Response(this, response);
+  }
+
+  // Ends a decoupled request's stream without another response.
+  void Finish() {
+    RequireOpen();
+    if (!model().decoupled()) {
+      throw Error::Internal("model '" + model().name() +
+                            "' is not decoupled: answer each request with "
+                            "one response (Response::Send)");
+    }
+    Check(TRITONBACKEND_ResponseFactorySendFlags(
+        Factory(), TRITONSERVER_RESPONSE_COMPLETE_FINAL));
+    MarkFinished(false);
+  }
+
+  // Ends the request with an error response (its final one). Never throws;
+  // a request already finished only logs the error.
+  void Fail(const Error& error) noexcept { Fail(error.code(), error.what()); }
+  void Fail(TRITONSERVER_Error_Code code, const char* message) noexcept {
+    if (finished_) {
+      LogError(std::string("request failed after its final response: ") +
+               message);
+      return;
+    }
+    MarkFinished(true);
+    detail::ErrorPtr error(TRITONSERVER_ErrorNew(code, message));
+    TRITONBACKEND_Response* response = nullptr;
+    TRITONSERVER_Error* failed =
+        factory_ != nullptr
+            ? TRITONBACKEND_ResponseNewFromFactory(&response, factory_)
+            : TRITONBACKEND_ResponseNew(&response, handle_);
+    if (failed == nullptr) {
+      failed = TRITONBACKEND_ResponseSend(
+          response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error.get());
+    }
+    detail::LogIfError(failed, "sending an error response");
+  }
+
+  // Runs fn(*this); an exception it throws fails this request (only) with
+  // the exception's message.
+  template <typename Fn>
+  void Try(Fn&& fn) noexcept {
+    try {
+      fn(*this);
+    } catch (const Error& e) {
+      Fail(e);
+    } catch (const std::exception& e) {
+      Fail(TRITONSERVER_ERROR_INTERNAL, e.what());
+    } catch (...) {
+      Fail(TRITONSERVER_ERROR_INTERNAL, "unknown exception");
+    }
+  }
+
+  // Whether the final response (or flag) was sent.
+  bool finished() const { return finished_; }
+  bool failed() const { return failed_; }
+
+  // Optional, for statistics: when this request's compute started and
+  // ended (after its inputs were read, before its outputs are written).
+  // Unmarked, the batch's marks or Execute's own start and end are used.
+  void MarkComputeStart() { compute_start_ns_ = detail::NowNs(); }
+  void MarkComputeEnd() { compute_end_ns_ = detail::NowNs(); }
+
+ private:
+  friend class Response;
+  friend struct detail::Access;
+
+  const char* HostPolicy() const {
+    const std::string& policy = instance_->host_policy();
+    return policy.empty() ? nullptr : policy.c_str();
+  }
+
+  const void* FindParameter(std::string_view key,
+                            TRITONSERVER_ParameterType type) const {
+    uint32_t count = 0;
+    Check(TRITONBACKEND_RequestParameterCount(handle_, &count));
+    for (uint32_t i = 0; i < count; ++i) {
+      const char* name = nullptr;
+      TRITONSERVER_ParameterType found = TRITONSERVER_PARAMETER_STRING;
+      const void* value = nullptr;
+      Check(TRITONBACKEND_RequestParameter(handle_, i, &name, &found, &value));
+      if (name != nullptr && key == name) {
+        if (found != type) {
+          throw Error::InvalidArgument(
+              "request parameter '" + std::string(key) + "' is " +
+              TRITONSERVER_ParameterTypeString(found) + ", not " +
+              TRITONSERVER_ParameterTypeString(type));
+        }
+        return value;
+      }
+    }
+    return nullptr;
+  }
+
+  void RequireOpen() const {
+    if (finished_) {
+      throw Error::Internal("the request already sent its final response");
+    }
+  }
+
+  TRITONBACKEND_ResponseFactory* Factory() {
+    if (factory_ == nullptr) {
+      Check(TRITONBACKEND_ResponseFactoryNew(&factory_, handle_));
+    }
+    return factory_;
+  }
+
+  void MarkFinished(bool failed) noexcept {
+    finished_ = true;
+    failed_ = failed;
+    finish_ns_ = detail::NowNs();
+  }
+
+  TRITONBACKEND_Request* handle_;
+  Instance* instance_;
+  TRITONBACKEND_ResponseFactory* factory_ = nullptr;
+  bool finished_ = false;
+  bool failed_ = false;
+  uint64_t finish_ns_ = 0;
+  uint64_t compute_start_ns_ = 0;
+  uint64_t compute_end_ns_ = 0;
+};
+
+inline void Response::Send(bool final) {
+  RequireOpen();
+  request_->RequireOpen();
+  if (!final && !request_->model().decoupled()) {
+    throw Error::Internal("model '" + request_->model().name() +
+                          "' is not decoupled: its responses must be final");
+  }
+  TRITONBACKEND_Response* response = handle_;
+  handle_ = nullptr;  // the core owns it now, even if sending fails
+  // A failed send leaves the request open: it is then failed with the error.
+  Check(TRITONBACKEND_ResponseSend(
+      response, final ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0, nullptr));
+  if (final) request_->MarkFinished(false);
+}
+
+// The requests of one Execute call. Iterate it (`for (Request& r :
+// requests)`), or use ForEach to have an exception fail only the request
+// that threw.
+class Requests {
+ public:
+  using iterator = std::vector<Request*>::const_iterator;
+
+  Requests(const Requests&) = delete;
+  Requests& operator=(const Requests&) = delete;
+
+  size_t size() const { return active_.size(); }
+  bool empty() const { return active_.empty(); }
+  Request& operator[](size_t i) const { return *active_[i]; }
+  // Iterates Request& (not pointers).
+  class Iterator {
+   public:
+    explicit Iterator(iterator it) : it_(it) {}
+    Request& operator*() const { return **it_; }
+    Request* operator->() const { return *it_; }
+    Iterator& operator++() {
+      ++it_;
+      return *this;
+    }
+    bool operator!=(const Iterator& other) const { return it_ != other.it_; }
+    bool operator==(const Iterator& other) const { return it_ == other.it_; }
+
+   private:
+    iterator it_;
+  };
+  Iterator begin() const { return Iterator(active_.begin()); }
+  Iterator end() const { return Iterator(active_.end()); }
+
+  Instance& instance() const { return *instance_; }
+  Model& model() const { return instance_->model(); }
+
+  // Calls fn(request) for each request not yet finished. An exception thrown
+  // by fn fails that request with the exception's message; the others go on.
+  template <typename Fn>
+  void ForEach(Fn&& fn) {
+    for (Request* request : active_) {
+      if (!request->finished()) request->Try(fn);
+    }
+  }
+
+  // The sum of the requests' batch sizes.
+  uint64_t batch_size() const {
+    uint64_t total = 0;
+    for (const Request* request : active_) total += request->batch_size();
+    return total;
+  }
+
+  // Optional, for statistics: when the batch's compute started and ended.
+  void MarkComputeStart() { compute_start_ns_ = detail::NowNs(); }
+  void MarkComputeEnd() { compute_end_ns_ = detail::NowNs(); }
+
+ private:
+  friend struct detail::Access;
+  Requests(Instance& instance, TRITONBACKEND_Request** requests, uint32_t count)
+      : instance_(&instance) {
+    all_.reserve(count);  // never reallocated: Responses point into it
+    active_.reserve(count);
+    for (uint32_t i = 0; i < count; ++i)
+      all_.emplace_back(requests[i], instance);
+  }
+
+  Instance* instance_;
+  std::vector<Request> all_;
+  std::vector<Request*> active_;  // what Execute sees
+  uint64_t compute_start_ns_ = 0;
+  uint64_t compute_end_ns_ = 0;
+};
+
+}  // namespace tritonserver::backend
