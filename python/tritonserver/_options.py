@@ -38,9 +38,14 @@ class Options:
     """Server options; see the reference for each field.
 
     Where this package differs from the reference defaults:
-    ``backend_directory`` and ``cache_directory`` default to None, meaning
-    "the backends and caches that come with this package and its core"
-    (resolved when the server starts); give a path to use another folder.
+
+    - ``backend_directory`` (default None) names a folder of your own
+      backends (``<name>/libtriton_<name>.so``, e.g. built with the SDK:
+      docs/backends.md). It is merged with the package's backends and the
+      python backend into the folder the core gets; yours win on a name
+      clash. None: the package's backends only.
+    - ``cache_directory`` (default None) means the caches of the installed
+      core (the local response cache ships with it).
     """
 
     model_repository: Union[str, list[str]] = field(default_factory=list)
