@@ -2,6 +2,7 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <new>
@@ -56,7 +57,37 @@ ResponseData::~ResponseData() {
   }
 }
 
-std::unique_ptr<ResponseData> ResponseSink::Read(TRITONSERVER_InferenceResponse* r) {
+namespace {
+
+// Index of the largest of the first `count` values at `base` (host memory).
+template <typename T>
+size_t ArgMax(const void* base, size_t count) {
+  const T* v = static_cast<const T*>(base);
+  size_t best = 0;
+  for (size_t i = 1; i < count; ++i) {
+    if (v[i] > v[best]) best = i;
+  }
+  return best;
+}
+
+bool TopClass(const OutputData& o, size_t* index) {
+  if (o.memory_type == TRITONSERVER_MEMORY_GPU || o.shape.empty()) return false;
+  const size_t classes = static_cast<size_t>(std::max<int64_t>(o.shape.back(), 0));
+  const void* base = reinterpret_cast<const void*>(o.data_ptr);
+  if (classes == 0 || base == nullptr) return false;
+  switch (o.datatype) {
+    case TRITONSERVER_TYPE_FP32: *index = ArgMax<float>(base, classes); return true;
+    case TRITONSERVER_TYPE_FP64: *index = ArgMax<double>(base, classes); return true;
+    case TRITONSERVER_TYPE_INT32: *index = ArgMax<int32_t>(base, classes); return true;
+    case TRITONSERVER_TYPE_INT64: *index = ArgMax<int64_t>(base, classes); return true;
+    case TRITONSERVER_TYPE_UINT8: *index = ArgMax<uint8_t>(base, classes); return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<ResponseData> ResponseSink::Read(TRITONSERVER_InferenceResponse* r) const {
   const CoreApi& api = Core();
   auto data = std::make_unique<ResponseData>();
   // Deleted on leaving, whatever happens: nothing below keeps it.
@@ -121,6 +152,15 @@ std::unique_ptr<ResponseData> ResponseSink::Read(TRITONSERVER_InferenceResponse*
       o.memory_type = TRITONSERVER_MEMORY_CPU;
       o.memory_type_id = 0;
     }
+  }
+  size_t top = 0;
+  if (classify_ && !data->has_error && !data->outputs.empty() &&
+      TopClass(data->outputs[0], &top)) {
+    // The first element's classes (the last dimension); labels come from
+    // the model's label file, through the core.
+    const char* label = nullptr;
+    Check(api.TRITONSERVER_InferenceResponseOutputClassificationLabel(r, 0, top, &label));
+    if (label != nullptr) data->classification_label = label;
   }
   return data;
 }
@@ -251,8 +291,10 @@ py::object ResponseSink::ToPython(Item& item) {
     outputs.append(py::make_tuple(py::str(o.name), o.datatype, shape, o.data_ptr, o.byte_size,
                                   o.memory_type, o.memory_type_id, owner));
   }
+  py::object label = py::none();
+  if (!d.classification_label.empty()) label = py::str(d.classification_label);
   py::tuple payload = py::make_tuple(error, py::str(d.request_id), py::str(d.model_name),
-                                     d.model_version, parameters, outputs);
+                                     d.model_version, parameters, outputs, label);
   return py::make_tuple(item.flags, payload);
 }
 
@@ -346,6 +388,7 @@ void RegisterResponse(py::module_& m) {
            py::arg("always") = true)
       .def("arm", &ResponseSink::Arm)
       .def("set_loop_notifier", &ResponseSink::SetLoopNotifier)
+      .def("set_classify", &ResponseSink::SetClassify)
       .def("finished", &ResponseSink::Finished);
 }
 

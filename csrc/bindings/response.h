@@ -45,6 +45,7 @@ struct ResponseData {
   int64_t model_version = -1;
   std::vector<std::pair<std::string, std::variant<std::string, int64_t, bool, double>>> parameters;
   std::vector<OutputData> outputs;
+  std::string classification_label;  // empty: none asked for, or no label
   ~ResponseData();
 };
 
@@ -70,8 +71,8 @@ class ResponseSink {
   // Python side. Each returns (flags, payload) with payload None (a final
   // flag alone) or (error or None, request_id, model, version, parameters,
   // [(name, datatype, shape, data_ptr, byte_size, memory_type,
-  // memory_type_id, owner)]); or None when nothing arrived (TryGet) or the
-  // wait timed out (Get).
+  // memory_type_id, owner)], classification label or None); or None when
+  // nothing arrived (TryGet) or the wait timed out (Get).
   pybind11::object Get(double timeout_s);
   pybind11::object TryGet();
   // `notifier` is called with the GIL, on the pushing thread: at every
@@ -82,6 +83,8 @@ class ResponseSink {
   bool Arm();
   // Notify through `notifier` (no GIL) with `token` instead, when armed.
   void SetLoopNotifier(std::shared_ptr<class LoopNotifier> notifier, uint64_t token);
+  // Read the top class's label of the first output of each response.
+  void SetClassify(bool classify) { classify_ = classify; }
   bool Finished();
 
   // The completion callback registered with the core; userp is a
@@ -94,7 +97,7 @@ class ResponseSink {
     std::unique_ptr<ResponseData> data;  // null: a final flag alone
     uint32_t flags;
   };
-  static std::unique_ptr<ResponseData> Read(TRITONSERVER_InferenceResponse* response);
+  std::unique_ptr<ResponseData> Read(TRITONSERVER_InferenceResponse* response) const;
   void Deliver(Item item) noexcept;
   static pybind11::object ToPython(Item& item);
 
@@ -103,6 +106,7 @@ class ResponseSink {
   std::deque<Item> items_;
   bool final_seen_ = false;
   bool abandoned_ = false;
+  bool classify_ = false;  // set before the request is sent
   bool notify_always_ = true;
   bool armed_ = false;
   std::unique_ptr<UserAllocator> user_allocator_;

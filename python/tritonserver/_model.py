@@ -34,8 +34,7 @@ class Model:
     def infer(self, inference_request: Optional[InferenceRequest] = None,
               raise_on_error: bool = True, **kwargs: Any) -> ResponseIterator:
         """Send a request; returns an iterator over its responses."""
-        c_request, response_queue, request_id = self._prepare(inference_request, kwargs)
-        sink = _bindings.ResponseSink()
+        c_request, sink, response_queue, request_id = self._prepare(inference_request, kwargs)
         # Made before sending, so its notifier is in place for any response.
         iterator = ResponseIterator(self, c_request, sink, response_queue, raise_on_error,
                                     request_id)
@@ -48,8 +47,7 @@ class Model:
 
         Call it from a running event loop.
         """
-        c_request, response_queue, request_id = self._prepare(inference_request, kwargs)
-        sink = _bindings.ResponseSink()
+        c_request, sink, response_queue, request_id = self._prepare(inference_request, kwargs)
         iterator = AsyncResponseIterator(self, c_request, sink, response_queue, raise_on_error,
                                          None, request_id)
         c_request.send(sink)
@@ -77,12 +75,16 @@ class Model:
             self._server._handle().model_transaction_properties(self.name, self.version))
 
     def _prepare(self, request: Optional[InferenceRequest],
-                 kwargs: dict[str, Any]) -> tuple[Any, Any, Optional[str]]:
-        """(binding request, response_queue, request_id) for a call."""
+                 kwargs: dict[str, Any]) -> tuple[Any, Any, Any, Optional[str]]:
+        """(binding request, its sink, response_queue, request_id) for a call."""
+        sink = _bindings.ResponseSink()
         if request is None and len(kwargs) == 1 and "inputs" in kwargs:
-            return _create_c_request_for_inputs(self, kwargs["inputs"]), None, None
+            return _create_c_request_for_inputs(self, kwargs["inputs"]), sink, None, None
         request = self._resolve_request(request, kwargs)
-        return request._create_c_request(), request.response_queue, request.request_id
+        c_request = request._create_c_request()
+        if request._classify():
+            sink.set_classify(True)
+        return c_request, sink, request.response_queue, request.request_id
 
     def _resolve_request(self, request: Optional[InferenceRequest],
                          kwargs: dict[str, Any]) -> InferenceRequest:

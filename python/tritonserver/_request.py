@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from tritonserver._memory import MemoryAllocator
     from tritonserver._model import Model
 
+CLASSIFICATION_PARAMETER = "classification"
+
 # numpy dtype -> DataType value, for the in-place fast path.
 _DATA_TYPE_OF_DTYPE = data_type_by_dtype()
 
@@ -73,11 +75,26 @@ class InferenceRequest:
             request.set_timeout_microseconds(self.timeout)
         if self.parameters:
             for key, value in self.parameters.items():
-                _set_parameter(request, key, value)
+                if key != CLASSIFICATION_PARAMETER:  # ours, not the model's
+                    _set_parameter(request, key, value)
         if self.output_memory_allocator is not None or self.output_memory_type is not None:
             _set_output_memory(request, self.output_memory_allocator, self.output_memory_type)
         _add_inputs(request, model, self.inputs)
         return request
+
+
+    def _classify(self) -> bool:
+        """Whether the "classification" parameter asks for classification
+        labels (True or 1). It is read by this package, not sent to the
+        model: the top class of the first output, by its model's label file,
+        becomes each response's classification_label."""
+        value = self.parameters.get(CLASSIFICATION_PARAMETER) if self.parameters else None
+        if value is None or value is False:
+            return False
+        if value is True or (type(value) is int and value == 1):
+            return True
+        raise InvalidArgumentError(
+            f"parameter '{CLASSIFICATION_PARAMETER}' must be True (or 1): the top class's label")
 
 
 def _create_c_request_for_inputs(model: "Model", inputs: Any) -> Any:

@@ -26,7 +26,10 @@ class InferenceResponse:
     """One response of a request: outputs, or the error that replaced them.
 
     The last response of a request has ``final=True``. A decoupled model may
-    end with a final response that carries nothing else.
+    end with a final response that carries nothing else. classification_label
+    is filled when the request asked for it (parameter "classification":
+    True): the label of the first output's top class, from the model's label
+    file (None without one).
     """
 
     model: "Model"
@@ -44,9 +47,10 @@ class InferenceResponse:
         final = bool(flags & RESPONSE_COMPLETE_FINAL)
         if payload is None:
             return InferenceResponse(model=model, request_id=request_id, final=final)
-        error, c_id, _, _, parameters, outputs = payload
+        error, c_id, _, _, parameters, outputs, label = payload
         response = InferenceResponse(model=model, request_id=c_id or request_id,
-                                     parameters=parameters, final=final)
+                                     parameters=parameters, final=final,
+                                     classification_label=label)
         if error is not None:
             response.error = error_from_code(*error)
         for name, dtype, shape, ptr, size, mtype, mtype_id, owner in outputs:
