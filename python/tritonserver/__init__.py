@@ -44,7 +44,7 @@ from tritonserver._options import ModelLoadDeviceLimit, Options, RateLimiterReso
 from tritonserver._request import InferenceRequest
 from tritonserver._response import AsyncResponseIterator, InferenceResponse, ResponseIterator
 from tritonserver._server import Server
-from tritonserver._tensor import MemoryBuffer, Tensor
+from tritonserver._tensor import DLDeviceType, MemoryBuffer, Tensor
 
 try:
     __version__ = _metadata.version("tritonserver")
@@ -64,6 +64,7 @@ __all__ = [
     "AlreadyExistsError",
     "AsyncResponseIterator",
     "CancelledError",
+    "DLDeviceType",
     "DataType",
     "InferenceRequest",
     "InferenceResponse",

@@ -142,8 +142,13 @@ class Server:
 
     def unload(self, model: Any, unload_dependents: bool = False,
                wait_until_unloaded: bool = False, polling_interval: float = 0.1,
-               timeout: Optional[float] = None) -> None:
-        """Unload a model (by name or Model)."""
+               timeout: Optional[float] = None, *, wait_for_unloaded: bool = False) -> None:
+        """Unload a model (by name or Model).
+
+        ``wait_for_unloaded`` is accepted as another name of
+        ``wait_until_unloaded``: the reference's own example uses it.
+        """
+        wait_until_unloaded = wait_until_unloaded or wait_for_unloaded
         name = model.name if isinstance(model, Model) else model
         handle = self._handle()
         handle.unload_model(name, unload_dependents)

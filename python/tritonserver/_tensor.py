@@ -11,6 +11,7 @@ length-prefixed layout.
 from __future__ import annotations
 
 import ctypes
+import enum
 import struct
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
@@ -99,6 +100,16 @@ class Tensor:
         return _bindings.to_dlpack(self.data_ptr, list(self.shape), code, bits,
                                    device_type, device_id, self.memory_buffer.owner)
 
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
+        """numpy.array(tensor): a view for host tensors (BYTES: its elements)."""
+        if self.data_type == DataType.BYTES:
+            array = self.to_bytes_array()
+        else:
+            array = np.from_dlpack(self.to_host())
+            if copy:
+                array = array.copy()
+        return array if dtype is None else array.astype(dtype, copy=False)
+
     def __dlpack_device__(self) -> tuple[int, int]:
         device = _DLPACK_DEVICE_BY_MEMORY_TYPE[self.memory_type]
         return (device, self.memory_type_id if device == dt.DL_CUDA else 0)
@@ -179,6 +190,14 @@ class Tensor:
         else:
             array = np.asarray(value)
         return _numpy_tensor(array)
+
+
+class DLDeviceType(enum.IntEnum):
+    """DLPack device types (the ones a Tensor can name)."""
+
+    kDLCPU = dt.DL_CPU
+    kDLCUDA = dt.DL_CUDA
+    kDLCUDAHost = dt.DL_CUDA_HOST
 
 
 def parse_device(device: Any) -> tuple[MemoryType, int]:
