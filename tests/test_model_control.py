@@ -95,3 +95,31 @@ def test_metrics_are_prometheus_text(server):
     text = server.metrics()
     assert "nv_inference_request_success" in text
     assert 'model="identity_fp32"' in text
+
+
+RATE_LIMITED = '''backend: "identity"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU
+                   rate_limiter { resources [ { name: "R" global: true count: 2 } ] } } ]
+'''
+
+
+@pytest.mark.parametrize("available,loads", [(1, False), (2, True)])
+def test_rate_limiter_resources_reach_the_core(tmp_path, available, loads):
+    os.makedirs(tmp_path / "limited" / "1")
+    (tmp_path / "limited" / "config.pbtxt").write_text(RATE_LIMITED)
+    options = tritonserver.Options(
+        model_repository=str(tmp_path), exit_on_error=False, strict_readiness=True, exit_timeout=10,
+        rate_limiter_mode=tritonserver.RateLimitMode.EXEC_COUNT,
+        rate_limiter_resources=[tritonserver.RateLimiterResource("R", available, -1)])
+    s = tritonserver.Server(options).start()
+    try:
+        assert s.model("limited").ready() is loads
+        if loads:
+            out = next(s.model("limited").infer(inputs={"INPUT0": np.ones(2, np.float32)}))
+            assert np.from_dlpack(out.outputs["OUTPUT0"]).tolist() == [1.0, 1.0]
+            del out
+    finally:
+        stop_within(s)
