@@ -41,6 +41,20 @@ def stop_within(server: tritonserver.Server, timeout: float = STOP_TIMEOUT) -> N
         raise errors[0]
 
 
+def stats_when(model: tritonserver.Model, done, timeout: float = 10.0) -> dict:
+    """The model's statistics once done(stats) holds (bounded): a backend
+    reports a request's statistics just after its final response is sent,
+    so a read made the instant a response arrives may be a moment early."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        stats = model.statistics()["model_stats"][0]
+        if done(stats) or time.monotonic() > deadline:
+            return stats
+        time.sleep(0.01)
+
+
 def start_server(**options) -> tritonserver.Server:
     options.setdefault("log_error", True)
     options.setdefault("exit_timeout", 10)

@@ -15,7 +15,7 @@ import pytest
 
 import tritonserver
 from backends.build import build_project
-from conftest import TESTS_DIR, start_server, stop_within
+from conftest import TESTS_DIR, start_server, stop_within, stats_when
 
 EXPLICIT = tritonserver.ModelControlMode.EXPLICIT
 
@@ -54,17 +54,6 @@ def read_events(path: str) -> list[tuple[str, str, str]]:
 def counts(events) -> collections.Counter:
     return collections.Counter((hook, subject.split(" requests=")[0]) for hook, subject, _ in events
                                if hook != "execute")
-
-
-def stats_when(model, done, timeout: float = 10.0) -> dict:
-    """The model's statistics once done(stats) holds: the SDK reports a
-    request's statistics just after its final response was sent."""
-    deadline = time.monotonic() + timeout
-    while True:
-        stats = model.statistics()["model_stats"][0]
-        if done(stats) or time.monotonic() > deadline:
-            return stats
-        time.sleep(0.01)
 
 
 # --------------------------------------------------------------------------- #

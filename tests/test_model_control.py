@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tritonserver
-from conftest import start_server, stop_within
+from conftest import start_server, stats_when, stop_within
 
 PYTHON_DOUBLE = b'''
 import numpy as np
@@ -83,7 +83,8 @@ def test_local_response_cache_serves_hits(example_repo, tmp_path):
         for _ in range(3):
             out = next(model.infer(inputs={"INPUT0": x}))
             np.testing.assert_array_equal(np.from_dlpack(out.outputs["OUTPUT0"]), x)
-        stats = model.statistics()["model_stats"][0]["inference_stats"]
+        stats = stats_when(model, lambda st: st["inference_stats"]["cache_miss"]["count"] == 1)
+        stats = stats["inference_stats"]
         assert stats["cache_hit"]["count"] == 2 and stats["cache_miss"]["count"] == 1
         del out
     finally:
