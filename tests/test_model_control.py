@@ -124,3 +124,15 @@ def test_rate_limiter_resources_reach_the_core(tmp_path, available, loads):
             del out
     finally:
         stop_within(s)
+
+
+def test_metrics_configuration_reaches_the_core(example_repo):
+    # Summary latencies are off by default; settings outside any group go
+    # under the "" group.
+    for config, expected in (({}, False), ({"": {"summary_latencies": "true"}}, True)):
+        s = start_server(model_repository=example_repo, metrics_configuration=config)
+        try:
+            next(s.model("identity_fp32").infer(inputs={"INPUT0": np.ones(2, np.float32)}))
+            assert ("nv_inference_request_summary_us" in s.metrics()) is expected
+        finally:
+            stop_within(s)

@@ -46,6 +46,11 @@ class Options:
       clash. None: the package's backends only.
     - ``cache_directory`` (default None) means the caches of the installed
       core (the local response cache ships with it).
+
+    ``backend_configuration``, ``host_policies`` and ``metrics_configuration``
+    map a name (backend, policy, metrics group) to its ``{setting: value}``;
+    metrics settings that belong to no group go under ``""`` (e.g.
+    ``{"": {"summary_latencies": "true"}}``).
     """
 
     model_repository: Union[str, list[str]] = field(default_factory=list)
