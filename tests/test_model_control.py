@@ -128,11 +128,24 @@ def test_rate_limiter_resources_reach_the_core(tmp_path, available, loads):
 
 def test_metrics_configuration_reaches_the_core(example_repo):
     # Summary latencies are off by default; settings outside any group go
-    # under the "" group.
-    for config, expected in (({}, False), ({"": {"summary_latencies": "true"}}, True)):
-        s = start_server(model_repository=example_repo, metrics_configuration=config)
-        try:
-            next(s.model("identity_fp32").infer(inputs={"INPUT0": np.ones(2, np.float32)}))
-            assert ("nv_inference_request_summary_us" in s.metrics()) is expected
-        finally:
-            stop_within(s)
+    # under the "" group. The core's metrics registry is process-wide and did
+    # not always take a later server's setting in a process that had run
+    # other servers, so each case runs in a fresh process.
+    import subprocess
+    import sys
+    import textwrap
+
+    for config, expected in (({}, "False"), ({"": {"summary_latencies": "true"}}, "True")):
+        code = textwrap.dedent(f"""
+            import numpy as np
+            import tritonserver
+            s = tritonserver.Server(model_repository={example_repo!r},
+                                    metrics_configuration={config!r}).start(wait_until_ready=True)
+            next(s.model("identity_fp32").infer(inputs={{"INPUT0": np.ones(2, np.float32)}}))
+            print("SUMMARY", "nv_inference_request_summary_us" in s.metrics())
+            s.stop()
+        """)
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                timeout=120)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert f"SUMMARY {expected}" in result.stdout

@@ -50,7 +50,9 @@ class Options:
     ``backend_configuration``, ``host_policies`` and ``metrics_configuration``
     map a name (backend, policy, metrics group) to its ``{setting: value}``;
     metrics settings that belong to no group go under ``""`` (e.g.
-    ``{"": {"summary_latencies": "true"}}``).
+    ``{"": {"summary_latencies": "true"}}``). The core's metrics registry is
+    process-wide: give metrics settings to the first server of a process; a
+    later server's may not take effect.
     """
 
     model_repository: Union[str, list[str]] = field(default_factory=list)
