@@ -29,6 +29,18 @@ MODEL = "identity_fp32"
 STOP_TIMEOUT_S = 60
 
 
+def _infer_call(model, x: np.ndarray) -> loops.Call:
+    """One synchronous inference, its output read through DLPack."""
+    inputs = {"INPUT0": x}
+    from_dlpack = np.from_dlpack
+
+    def call() -> None:
+        response = next(model.infer(inputs=inputs))
+        from_dlpack(response.outputs["OUTPUT0"])
+
+    return call
+
+
 class PythonApi(loops.System):
     name = "python-api"
 
@@ -43,28 +55,12 @@ class PythonApi(loops.System):
         self.model = self.server.model(MODEL)
 
     def sync_call(self, x: np.ndarray) -> loops.Call:
-        model = self.model
-        inputs = {"INPUT0": x}
-        from_dlpack = np.from_dlpack
-
-        def call() -> None:
-            response = next(model.infer(inputs=inputs))
-            from_dlpack(response.outputs["OUTPUT0"])
-
-        return call
+        return _infer_call(self.model, x)
 
     def thread_call_factories(self, x: np.ndarray, n: int) -> list:
         # Each thread gets its own Model handle, as separate callers would.
         def factory() -> loops.Call:
-            model = self.server.model(MODEL)
-            inputs = {"INPUT0": x}
-            from_dlpack = np.from_dlpack
-
-            def call() -> None:
-                response = next(model.infer(inputs=inputs))
-                from_dlpack(response.outputs["OUTPUT0"])
-
-            return call
+            return _infer_call(self.server.model(MODEL), x)
 
         return [factory] * n
 

@@ -20,19 +20,8 @@ void RegisterCore(py::module_& m) {
     Check(TRITON_FN(TRITONSERVER_ApiVersion)(&major, &minor));
     return py::make_tuple(major, minor);
   });
-  m.def("compiled_api_version", [] {
-    return py::make_tuple(TRITONSERVER_API_VERSION_MAJOR, TRITONSERVER_API_VERSION_MINOR);
-  });
   m.def("forget_core_function", &ForgetFunction, py::arg("name"),
         "Testing aid: behave as if the loaded core lacked this function.");
-  m.def("core_function_available", [](const std::string& name) {
-    const CoreApi& api = Core();
-#define X(fn) \
-  if (name == #fn) return api.fn != nullptr;
-#include "core_functions.def"
-#undef X
-    throw TritonError(TRITONSERVER_ERROR_NOT_FOUND, name + " is not a declared core function");
-  });
 }
 
 }  // namespace tritonpy

@@ -371,11 +371,6 @@ bool ResponseSink::Arm() {
   return true;
 }
 
-bool ResponseSink::Finished() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return final_seen_ && items_.empty();
-}
-
 void RegisterResponse(py::module_& m) {
   py::class_<OutputMemory, std::shared_ptr<OutputMemory>>(m, "OutputMemory",
                                                           "Keeps one output buffer alive.");
@@ -388,8 +383,7 @@ void RegisterResponse(py::module_& m) {
            py::arg("always") = true)
       .def("arm", &ResponseSink::Arm)
       .def("set_loop_notifier", &ResponseSink::SetLoopNotifier)
-      .def("set_classify", &ResponseSink::SetClassify)
-      .def("finished", &ResponseSink::Finished);
+      .def("set_classify", &ResponseSink::SetClassify);
 }
 
 }  // namespace tritonpy

@@ -85,7 +85,6 @@ class ResponseSink {
   void SetLoopNotifier(std::shared_ptr<class LoopNotifier> notifier, uint64_t token);
   // Read the top class's label of the first output of each response.
   void SetClassify(bool classify) { classify_ = classify; }
-  bool Finished();
 
   // The completion callback registered with the core; userp is a
   // heap-allocated shared_ptr<ResponseSink>, freed at the final flag.

@@ -35,7 +35,6 @@ _FROM_DLPACK = {dl: dt for dt, _, dl in _ROWS}
 # Some producers describe bool as an unsigned byte of 8 bits; keep uint8.
 _FROM_DLPACK[(DL_UINT, 1)] = DataType.BOOL
 
-_ITEMSIZE = {dt: bits // 8 for dt, _, (_, bits) in _ROWS}
 
 
 def data_type_by_dtype() -> dict:
@@ -73,11 +72,6 @@ def from_dlpack_dtype(code: int, bits: int, lanes: int) -> DataType:
     if lanes != 1 or (code, bits) not in _FROM_DLPACK:
         raise _unsupported(f"DLPack dtype (code={code}, bits={bits}, lanes={lanes}) has no Triton data type")
     return _FROM_DLPACK[(code, bits)]
-
-
-def item_size(data_type: DataType) -> int:
-    """Bytes per element; 0 for BYTES (variable length)."""
-    return _ITEMSIZE.get(data_type, 0)
 
 
 def _unsupported(message: str) -> Exception:

@@ -102,7 +102,24 @@ class StateSlot {
 };
 
 // A model (one version) using this backend, from its load to its unload.
-class Model {
+// The typed state slot that Model and Instance both carry.
+class WithState {
+ public:
+  template <typename T, typename... Args>
+  T& EmplaceState(Args&&... args) {
+    return state_.Emplace<T>(std::forward<Args>(args)...);
+  }
+  template <typename T>
+  T& State() const {
+    return state_.Get<T>();
+  }
+  bool has_state() const { return state_.has_value(); }
+
+ private:
+  StateSlot state_;
+};
+
+class Model : public WithState {
  public:
   Model(TRITONBACKEND_Model* model, Backend& backend)
       : handle_(model), backend_(&backend) {
@@ -153,16 +170,6 @@ class Model {
     return value.AsString();
   }
 
-  template <typename T, typename... Args>
-  T& EmplaceState(Args&&... args) {
-    return state_.Emplace<T>(std::forward<Args>(args)...);
-  }
-  template <typename T>
-  T& State() const {
-    return state_.Get<T>();
-  }
-  bool has_state() const { return state_.has_value(); }
-
  private:
   TRITONBACKEND_Model* handle_;
   Backend* backend_;
@@ -171,12 +178,11 @@ class Model {
   Json config_;
   int64_t max_batch_size_ = 0;
   bool decoupled_ = false;
-  StateSlot state_;
 };
 
 // One instance of a model (instance_group count N gives N). The core never
 // runs two Executes at once on one instance.
-class Instance {
+class Instance : public WithState {
  public:
   Instance(TRITONBACKEND_ModelInstance* instance, Model& model)
       : handle_(instance), model_(&model) {
@@ -204,16 +210,6 @@ class Instance {
   int32_t device_id() const { return device_id_; }
   const std::string& host_policy() const { return host_policy_; }
 
-  template <typename T, typename... Args>
-  T& EmplaceState(Args&&... args) {
-    return state_.Emplace<T>(std::forward<Args>(args)...);
-  }
-  template <typename T>
-  T& State() const {
-    return state_.Get<T>();
-  }
-  bool has_state() const { return state_.has_value(); }
-
  private:
   TRITONBACKEND_ModelInstance* handle_;
   Model* model_;
@@ -221,7 +217,6 @@ class Instance {
   TRITONSERVER_InstanceGroupKind kind_ = TRITONSERVER_INSTANCEGROUPKIND_CPU;
   int32_t device_id_ = 0;
   std::string host_policy_;
-  StateSlot state_;
 };
 
 }  // namespace tritonserver::backend
