@@ -2,17 +2,20 @@
 
 Options is a plain dataclass. ``_apply`` validates a copy (the caller's
 object is never mutated) and calls one C setter per field. Validation errors
-raise InvalidArgumentError naming the field, before the core is touched.
+raise InvalidArgumentError naming the field, before the core is touched; an
+error the core itself returns for a value is re-raised (same class) with the
+field's name in front.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields
-from typing import Any, Optional, Union
+from functools import partial
+from typing import Any, Callable, Iterator, Optional, Union
 
 from tritonserver._enums import InstanceGroupKind, LogFormat, ModelControlMode, RateLimitMode
-from tritonserver._errors import InvalidArgumentError
+from tritonserver._errors import InvalidArgumentError, TritonError
 
 
 @dataclass
@@ -102,60 +105,75 @@ class Options:
             raise InvalidArgumentError("Options.model_repository: at least one path is required")
 
     def _apply(self, c_options: Any) -> None:
-        """Validate, then set every field on a binding ServerOptions."""
+        """Validate, then set every field on a binding ServerOptions. An error
+        the core returns for a value names the field it came from."""
         self._validate()
-        o = c_options
+        for name, set_field in self._setters(c_options):
+            try:
+                set_field()
+            except TritonError as e:
+                raise type(e)(f"Options.{name}: {e}") from None
+
+    def _setters(self, o: Any) -> Iterator[tuple[str, Callable[[], Any]]]:
+        """(field name, call applying it) for every field, in the C API's order."""
         for path in self._repositories():
-            o.set_model_repository_path(path)
-        o.set_server_id(self.server_id)
-        o.set_model_control_mode(int(self.model_control_mode))
+            yield "model_repository", partial(o.set_model_repository_path, path)
+        yield "server_id", partial(o.set_server_id, self.server_id)
+        yield "model_control_mode", partial(o.set_model_control_mode,
+                                            int(self.model_control_mode))
         for name in self.startup_models:
-            o.set_startup_model(name)
-        o.set_strict_model_config(self.strict_model_config)
-        o.set_rate_limiter_mode(int(self.rate_limiter_mode))
+            yield "startup_models", partial(o.set_startup_model, name)
+        yield "strict_model_config", partial(o.set_strict_model_config, self.strict_model_config)
+        yield "rate_limiter_mode", partial(o.set_rate_limiter_mode, int(self.rate_limiter_mode))
         for r in self.rate_limiter_resources:
-            o.add_rate_limiter_resource(r.name, r.count, r.device)
-        o.set_pinned_memory_pool_byte_size(self.pinned_memory_pool_size)
+            yield "rate_limiter_resources", partial(o.add_rate_limiter_resource,
+                                                    r.name, r.count, r.device)
+        yield "pinned_memory_pool_size", partial(o.set_pinned_memory_pool_byte_size,
+                                                 self.pinned_memory_pool_size)
         for device, size in self.cuda_memory_pool_sizes.items():
-            o.set_cuda_memory_pool_byte_size(device, size)
+            yield "cuda_memory_pool_sizes", partial(o.set_cuda_memory_pool_byte_size, device, size)
         for cache, config in self.cache_config.items():
-            o.set_cache_config(cache, json.dumps(config))
+            yield "cache_config", partial(o.set_cache_config, cache, json.dumps(config))
         if self.cache_directory is not None:
-            o.set_cache_directory(self.cache_directory)
-        o.set_min_supported_compute_capability(float(self.min_supported_compute_capability))
-        o.set_exit_on_error(self.exit_on_error)
-        o.set_strict_readiness(self.strict_readiness)
-        o.set_exit_timeout(self.exit_timeout)
-        o.set_buffer_manager_thread_count(self.buffer_manager_thread_count)
-        o.set_model_load_thread_count(self.model_load_thread_count)
+            yield "cache_directory", partial(o.set_cache_directory, self.cache_directory)
+        yield "min_supported_compute_capability", partial(
+            o.set_min_supported_compute_capability, float(self.min_supported_compute_capability))
+        yield "exit_on_error", partial(o.set_exit_on_error, self.exit_on_error)
+        yield "strict_readiness", partial(o.set_strict_readiness, self.strict_readiness)
+        yield "exit_timeout", partial(o.set_exit_timeout, self.exit_timeout)
+        yield "buffer_manager_thread_count", partial(o.set_buffer_manager_thread_count,
+                                                     self.buffer_manager_thread_count)
+        yield "model_load_thread_count", partial(o.set_model_load_thread_count,
+                                                 self.model_load_thread_count)
         # Always set: left unset, core 2.51 retries a failing load endlessly.
-        o.set_model_load_retry_count(self.model_load_retry_count)
-        o.set_model_namespacing(self.model_namespacing)
+        yield "model_load_retry_count", partial(o.set_model_load_retry_count,
+                                                self.model_load_retry_count)
+        yield "model_namespacing", partial(o.set_model_namespacing, self.model_namespacing)
         if self.log_file is not None:
-            o.set_log_file(self.log_file)
-        o.set_log_info(self.log_info)
-        o.set_log_warn(self.log_warn)
-        o.set_log_error(self.log_error)
-        o.set_log_format(int(self.log_format))
-        o.set_log_verbose(self.log_verbose)
-        o.set_metrics(self.metrics)
-        o.set_gpu_metrics(self.gpu_metrics)
-        o.set_cpu_metrics(self.cpu_metrics)
-        o.set_metrics_interval(self.metrics_interval)
+            yield "log_file", partial(o.set_log_file, self.log_file)
+        yield "log_info", partial(o.set_log_info, self.log_info)
+        yield "log_warn", partial(o.set_log_warn, self.log_warn)
+        yield "log_error", partial(o.set_log_error, self.log_error)
+        yield "log_format", partial(o.set_log_format, int(self.log_format))
+        yield "log_verbose", partial(o.set_log_verbose, self.log_verbose)
+        yield "metrics", partial(o.set_metrics, self.metrics)
+        yield "gpu_metrics", partial(o.set_gpu_metrics, self.gpu_metrics)
+        yield "cpu_metrics", partial(o.set_cpu_metrics, self.cpu_metrics)
+        yield "metrics_interval", partial(o.set_metrics_interval, self.metrics_interval)
         if self.backend_directory is not None:
-            o.set_backend_directory(self.backend_directory)
-        o.set_repo_agent_directory(self.repo_agent_directory)
+            yield "backend_directory", partial(o.set_backend_directory, self.backend_directory)
+        yield "repo_agent_directory", partial(o.set_repo_agent_directory,
+                                              self.repo_agent_directory)
         for limit in self.model_load_device_limits:
-            o.set_model_load_device_limit(int(limit.kind), limit.device, float(limit.fraction))
-        for backend, settings in self.backend_configuration.items():
-            for key, value in settings.items():
-                o.set_backend_config(backend, key, str(value))
-        for policy, settings in self.host_policies.items():
-            for key, value in settings.items():
-                o.set_host_policy(policy, key, str(value))
-        for name, settings in self.metrics_configuration.items():
-            for key, value in settings.items():
-                o.set_metrics_config(name, key, str(value))
+            yield "model_load_device_limits", partial(
+                o.set_model_load_device_limit, int(limit.kind), limit.device,
+                float(limit.fraction))
+        for group, call in (("backend_configuration", o.set_backend_config),
+                            ("host_policies", o.set_host_policy),
+                            ("metrics_configuration", o.set_metrics_config)):
+            for name, settings in getattr(self, group).items():
+                for key, value in settings.items():
+                    yield group, partial(call, name, key, str(value))
 
 
 _UINT_FIELDS = {
@@ -222,3 +240,7 @@ def _check_field(name: str, value: Any) -> None:
     elif name == "model_load_device_limits":
         if not all(isinstance(r, ModelLoadDeviceLimit) for r in value):
             _fail(name, "a list of ModelLoadDeviceLimit", value)
+        for limit in value:
+            if isinstance(limit.fraction, bool) or not isinstance(limit.fraction, (int, float)) \
+                    or not 0.0 <= limit.fraction <= 1.0:
+                _fail(name, "fractions between 0.0 and 1.0", limit)
