@@ -5,6 +5,7 @@ failures inside a batch, decoupled streams, and what Execute is shown."""
 from __future__ import annotations
 
 import collections
+import json
 import os
 import shutil
 import threading
@@ -28,7 +29,8 @@ def test_backends() -> str:
 
 def write_model(repo, name: str, backend: str, *, instances: int = 1, max_batch_size: int = 0,
                 extra: str = "", parameters: dict = None, dtype: str = "TYPE_FP32",
-                inp: str = "INPUT0", out: str = "OUTPUT0", dims: str = "-1") -> None:
+                inp: str = "INPUT0", out: str = "OUTPUT0", dims: str = "-1",
+                host_policy: str = "") -> None:
     os.makedirs(os.path.join(repo, name, "1"), exist_ok=True)
     params = "".join(f'parameters {{ key: "{k}" value {{ string_value: "{v}" }} }}\n'
                      for k, v in (parameters or {}).items())
@@ -36,7 +38,8 @@ def write_model(repo, name: str, backend: str, *, instances: int = 1, max_batch_
         f.write(f'backend: "{backend}"\nmax_batch_size: {max_batch_size}\n{extra}\n'
                 f'input [ {{ name: "{inp}" data_type: {dtype} dims: [ {dims} ] }} ]\n'
                 f'output [ {{ name: "{out}" data_type: {dtype} dims: [ {dims} ] }} ]\n'
-                f'instance_group [ {{ kind: KIND_CPU, count: {instances} }} ]\n{params}')
+                f'instance_group [ {{ kind: KIND_CPU, count: {instances} '
+                f'host_policy: "{host_policy}" }} ]\n{params}')
 
 
 def read_events(path: str) -> list[tuple[str, str, str]]:
@@ -240,10 +243,16 @@ def sdk_server(test_backends, tmp_path_factory):
     write_model(repo, "strings", "sdk_check", dtype="TYPE_STRING", inp="INPUT", out="OUTPUT")
     write_model(repo, "stream", "sdk_check", extra="model_transaction_policy { decoupled: true }",
                 **common)
+    write_model(repo, "pinned", "sdk_check", host_policy="one_cpu",
+                extra='output [ { name: "BATCH" data_type: TYPE_INT64 dims: [ 1 ] } ]', **common)
     s = start_server(model_repository=str(repo), backend_directory=test_backends,
-                     backend_configuration={"sdk_check": {"greeting": "hello"}})
+                     backend_configuration={"sdk_check": {"greeting": "hello"}},
+                     host_policies={"one_cpu": {"cpu-cores": f"{PINNED_CPU}-{PINNED_CPU}"}})
     yield s
     stop_within(s)
+
+
+PINNED_CPU = max(os.sched_getaffinity(0))
 
 
 def send_batch(model, requests: list[dict]) -> list:
@@ -304,7 +313,8 @@ def test_what_execute_sees(sdk_server):
         inputs={"INPUT": np.arange(6, dtype=np.int64).reshape(2, 3)}, request_id="req-7",
         parameters={"scale": 3}))
     assert np.from_dlpack(r.outputs["OUTPUT"]).tolist() == [[0, 1, 2], [3, 4, 5]]
-    assert r.parameters == {
+    shown = {k: v for k, v in r.parameters.items() if k not in ("cpus", "host_policy")}
+    assert shown == {
         "dtype": "INT64", "shape": "[2, 3]", "buffers": 1, "memory_type": "CPU",
         "max_batch_size": 0, "config_dim0": -1, "greeting": "hi", "setting": "hello",
         "request_id": "req-7", "correlation_id": "0", "scale": 3,
@@ -351,3 +361,21 @@ def test_concurrent_decoupled_streams(sdk_server):
     for t in threads:
         t.join(60)
     assert results == {i: list(range(i, i + 20)) for i in range(8)}
+
+
+def test_host_policies_reach_the_core(sdk_server):
+    # An instance whose config names a host policy is given that policy's
+    # settings, and the core pins its execution thread to the policy's CPUs.
+    out = next(sdk_server.model("pinned").infer(inputs={"INPUT": np.array([1], np.int64)}))
+    assert json.loads(out.parameters["host_policy"]) == {"one_cpu": {"cpu-cores": f"{PINNED_CPU}-{PINNED_CPU}"}}
+    assert out.parameters["cpus"] == str(PINNED_CPU)
+    # An instance without a policy runs on the default "cpu" policy, unpinned.
+    free = next(sdk_server.model("single").infer(inputs={"INPUT": np.array([[1]], np.int64)}))
+    assert list(json.loads(free.parameters["host_policy"])) == ["cpu"]
+
+
+def test_an_unknown_host_policy_setting_is_refused_by_the_core(tmp_path):
+    with pytest.raises(tritonserver.UnsupportedError,
+                       match=r"Options.host_policies: .*'bogus'.*'numa-node', 'cpu-cores'"):
+        tritonserver.Server(model_repository=str(tmp_path),
+                            host_policies={"p": {"bogus": "1"}}).start()

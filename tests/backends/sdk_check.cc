@@ -5,7 +5,8 @@
 // Response parameters describe what the SDK showed: dtype, shape, buffers,
 // memory_type of INPUT; the model's max_batch_size, config dims and "greeting"
 // parameter; the backend's "greeting" setting; the request's id, correlation id
-// and "scale" parameter.
+// and "scale" parameter; the instance's host policy as the core gave it
+// (JSON) and the CPUs the executing thread may run on.
 //
 // Failures, per request:
 //  - a negative value in INPUT: the request fails (thrown inside ForEach);
@@ -15,6 +16,8 @@
 // Decoupled models get one response per value of INPUT (OUTPUT = [value]),
 // then the final flag; a negative value fails the request mid-stream.
 #include <tritonserver/backend.h>
+
+#include <sched.h>
 
 #include <stdexcept>
 
@@ -78,12 +81,34 @@ class SdkCheck : public tb::Backend {
                                   request.correlation_id().Key());
       response.SetIntParameter("scale",
                                request.IntParameter("scale").value_or(0));
+      response.SetStringParameter("host_policy", HostPolicy(instance));
+      response.SetStringParameter("cpus", AllowedCpus());
       response.Send();
     });
     if (!execute_throws.empty()) throw std::runtime_error(execute_throws);
   }
 
  private:
+  static std::string HostPolicy(const tb::Instance& instance) {
+    TRITONSERVER_Message* policy = nullptr;  // owned by the core
+    tb::Check(TRITONBACKEND_ModelInstanceHostPolicy(instance.handle(), &policy));
+    return tb::detail::MessageJson(policy);
+  }
+
+  // "0,3": the CPUs this thread may run on.
+  static std::string AllowedCpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return "?";
+    std::string cpus;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (!CPU_ISSET(cpu, &set)) continue;
+      if (!cpus.empty()) cpus += ",";
+      cpus += std::to_string(cpu);
+    }
+    return cpus;
+  }
+
   [[noreturn]] static void Negative(int64_t value) {
     throw tb::Error::InvalidArgument("sdk_check: negative value " +
                                      std::to_string(value));
