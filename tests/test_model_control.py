@@ -98,6 +98,41 @@ def test_metrics_are_prometheus_text(server):
     assert 'model="identity_fp32"' in text
 
 
+def test_metrics_as_json(server):
+    next(server.model("identity_fp32").infer(inputs={"INPUT0": np.ones(2, np.float32)}))
+    text = server.metrics()
+    families = json.loads(server.metrics(tritonserver.MetricFormat.JSON))
+    success = families["nv_inference_request_success"]
+    assert success["type"] == "counter" and "successful" in success["help"]
+    by_model = {s["labels"]["model"]: s["value"] for s in success["samples"]}
+    assert by_model["identity_fp32"] >= 1
+    # Every sample line of the text is in the JSON, under its family.
+    sample_lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert sum(len(f["samples"]) for f in families.values()) == len(sample_lines)
+    assert set(families) == {line.split()[2] for line in text.splitlines()
+                             if line.startswith("# TYPE")}
+
+
+def test_metrics_summary_samples_keep_their_names():
+    from tritonserver._metrics import prometheus_to_json
+
+    text = ('# HELP lat A latency\n# TYPE lat summary\n'
+            'lat{model="m",quantile="0.5"} 12\nlat_sum{model="m"} 30\nlat_count{model="m"} 2\n'
+            '# TYPE up gauge\nup{path="a\\"b,c"} +Inf\n')
+    families = json.loads(prometheus_to_json(text))
+    assert families["lat"]["samples"] == [
+        {"labels": {"model": "m", "quantile": "0.5"}, "value": 12.0},
+        {"labels": {"model": "m"}, "value": 30.0, "name": "lat_sum"},
+        {"labels": {"model": "m"}, "value": 2.0, "name": "lat_count"}]
+    assert families["up"]["samples"] == [{"labels": {"path": 'a"b,c'}, "value": "+Inf"}]
+
+
+def test_an_unknown_metric_format_is_refused(server):
+    with pytest.raises(tritonserver.InvalidArgumentError, match="metric_format"):
+        server.metrics(7)
+    assert server.live()
+
+
 RATE_LIMITED = '''backend: "identity"
 max_batch_size: 0
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]

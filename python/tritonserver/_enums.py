@@ -25,7 +25,11 @@ InstanceGroupKind = _make("InstanceGroupKind")
 LogLevel = _make("LogLevel")
 LogFormat = _make("LogFormat")
 ErrorCode = _make("ErrorCode")
-MetricFormat = _make("MetricFormat")
+# JSON is not a C value: the 2.51 core formats Prometheus text only, and
+# Server.metrics() converts that text (see _metrics.py). Its value is far
+# from the C enum's so a later core's own formats cannot collide with it.
+MetricFormat = enum.IntEnum("MetricFormat", {**_TABLES["MetricFormat"], "JSON": 1 << 16},
+                            module=__name__)
 RequestFlag = _make("RequestFlag", flag=True)
 ModelBatchFlag = _make("ModelBatchFlag", flag=True)
 ModelIndexFlag = _make("ModelIndexFlag", flag=True)

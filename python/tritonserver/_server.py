@@ -13,6 +13,7 @@ from tritonserver import _runtime
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._enums import MetricFormat, ModelIndexFlag
 from tritonserver._errors import InvalidArgumentError, UnavailableError
+from tritonserver._metrics import prometheus_to_json
 from tritonserver._model import Model
 from tritonserver._options import Options
 
@@ -107,6 +108,16 @@ class Server:
         return json.loads(self._handle().metadata())
 
     def metrics(self, metric_format: MetricFormat = MetricFormat.PROMETHEUS) -> str:
+        """Server and model metrics as a str: Prometheus text, or with
+        MetricFormat.JSON one JSON object keyed by metric family (converted
+        by this package from the core's text; see tritonserver._metrics)."""
+        if metric_format == MetricFormat.JSON:
+            return prometheus_to_json(self._handle().metrics(int(MetricFormat.PROMETHEUS)))
+        try:
+            metric_format = MetricFormat(metric_format)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"metric_format: expected a MetricFormat, got {metric_format!r}") from None
         return self._handle().metrics(int(metric_format))
 
     # ---- Models ---------------------------------------------------------------------
