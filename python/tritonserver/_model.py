@@ -36,8 +36,8 @@ class Model:
         """Send a request; returns an iterator over its responses."""
         c_request, sink, response_queue, request_id = self._prepare(inference_request, kwargs)
         # Made before sending, so its notifier is in place for any response.
-        iterator = ResponseIterator(self, c_request, sink, response_queue, raise_on_error,
-                                    request_id)
+        iterator = ResponseIterator(self, c_request, response_queue, raise_on_error,
+                                    _sink=sink, _request_id=request_id)
         c_request.send(sink)
         return iterator
 
@@ -48,8 +48,8 @@ class Model:
         Call it from a running event loop.
         """
         c_request, sink, response_queue, request_id = self._prepare(inference_request, kwargs)
-        iterator = AsyncResponseIterator(self, c_request, sink, response_queue, raise_on_error,
-                                         None, request_id)
+        iterator = AsyncResponseIterator(self, c_request, response_queue, raise_on_error, None,
+                                         _sink=sink, _request_id=request_id)
         c_request.send(sink)
         return iterator
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._enums import DATA_TYPES, MEMORY_TYPES, RESPONSE_COMPLETE_FINAL
-from tritonserver._errors import TritonError, error_from_code
+from tritonserver._errors import InvalidArgumentError, TritonError, error_from_code
 from tritonserver._tensor import MemoryBuffer, Tensor
 
 if TYPE_CHECKING:
@@ -156,16 +156,29 @@ class _Responses:
 
 
 class ResponseIterator(_Responses):
-    """Iterates the responses of one request, in the order they arrive."""
+    """Iterates the responses of one request, in the order they arrive.
 
-    def __init__(self, model: "Model", request: Any, sink: Any,
+    Model.infer returns one. Built directly, as the reference's signature
+    allows, ``request`` is an InferenceRequest and the constructor sends it
+    (exactly as ``model.infer(request)`` would), with ``user_queue``, when
+    given, in place of the request's response_queue.
+    """
+
+    def __init__(self, model: "Model", request: Any,
                  user_queue: Optional[queue.SimpleQueue] = None,
-                 raise_on_error: bool = False, request_id: Optional[str] = None):
+                 raise_on_error: bool = False, *, _sink: Any = None,
+                 _request_id: Optional[str] = None):
+        to_send = None
+        if _sink is None:
+            request, _sink, user_queue, _request_id = _prepare_public(model, request, user_queue)
+            to_send = request
         forwarder = None
         if user_queue is not None:
-            forwarder = _Forwarder(model, sink, user_queue, request_id, None)
-            sink.set_notifier(forwarder)
-        super().__init__(model, request, sink, forwarder, raise_on_error, request_id)
+            forwarder = _Forwarder(model, _sink, user_queue, _request_id, None)
+            _sink.set_notifier(forwarder)
+        super().__init__(model, request, _sink, forwarder, raise_on_error, _request_id)
+        if to_send is not None:
+            to_send.send(_sink)
 
     def __iter__(self) -> "ResponseIterator":
         return self
@@ -184,20 +197,29 @@ class ResponseIterator(_Responses):
 
 
 class AsyncResponseIterator(_Responses):
-    """Asyncio iterator over the responses of one request, in arrival order."""
+    """Asyncio iterator over the responses of one request, in arrival order.
 
-    def __init__(self, model: "Model", request: Any, sink: Any,
+    Model.async_infer returns one; built directly (in a running loop, or
+    given ``loop``), it sends an InferenceRequest as ResponseIterator does.
+    """
+
+    def __init__(self, model: "Model", request: Any,
                  user_queue: Optional[asyncio.Queue] = None,
                  raise_on_error: bool = False,
-                 loop: Optional[asyncio.AbstractEventLoop] = None,
-                 request_id: Optional[str] = None):
+                 loop: Optional[asyncio.AbstractEventLoop] = None, *,
+                 _sink: Any = None, _request_id: Optional[str] = None):
+        to_send = None
+        if _sink is None:
+            request, _sink, user_queue, _request_id = _prepare_public(model, request, user_queue)
+            to_send = request
+        sink = _sink
         self._loop = loop if loop is not None else asyncio.get_running_loop()
         self._waiter: Optional[asyncio.Future] = None
         self._token = 0
         waker = self._waker = _LoopWaker.of(self._loop)
         forwarder = None
         if user_queue is not None:
-            forwarder = _Forwarder(model, sink, user_queue, request_id, self._loop)
+            forwarder = _Forwarder(model, sink, user_queue, _request_id, self._loop)
             # A weak reference: the sink must not hold this iterator alive.
             forwarder.on_item = functools.partial(waker.notify, weakref.ref(self))
             sink.set_notifier(forwarder)
@@ -207,7 +229,9 @@ class AsyncResponseIterator(_Responses):
             sink.set_loop_notifier(waker.notifier, self._token)
         else:
             sink.set_notifier(functools.partial(waker.notify, weakref.ref(self)), always=False)
-        super().__init__(model, request, sink, forwarder, raise_on_error, request_id)
+        super().__init__(model, request, sink, forwarder, raise_on_error, _request_id)
+        if to_send is not None:
+            to_send.send(sink)
 
     def __aiter__(self) -> "AsyncResponseIterator":
         return self
@@ -315,6 +339,19 @@ class _LoopWaker:
             it = ref()
             if it is not None:
                 it._wake()
+
+
+def _prepare_public(model: "Model", request: Any, user_queue: Any) -> tuple[Any, Any, Any, Any]:
+    """(binding request, sink, queue, request id) for an iterator built by
+    the user around an InferenceRequest."""
+    from tritonserver._request import InferenceRequest
+
+    if not isinstance(request, InferenceRequest):
+        raise InvalidArgumentError(
+            f"request must be an InferenceRequest, not {type(request).__name__} "
+            "(or call Model.infer / Model.async_infer)")
+    c_request, sink, request_queue, request_id = model._prepare(request, {})
+    return c_request, sink, user_queue if user_queue is not None else request_queue, request_id
 
 
 def _raise_without_cycle(response: InferenceResponse) -> None:
