@@ -184,3 +184,18 @@ def test_metrics_configuration_reaches_the_core(example_repo):
                                 timeout=120)
         assert result.returncode == 0, result.stderr[-2000:]
         assert f"SUMMARY {expected}" in result.stdout
+
+
+def test_none_mode_refuses_every_repository_change(server):
+    # NONE: what the repository held at start is what the server serves.
+    with pytest.raises(tritonserver.UnavailableError):
+        server.load("identity_fp32")
+    with pytest.raises(tritonserver.UnavailableError):
+        server.unload("identity_fp32")
+    with pytest.raises(tritonserver.UnavailableError, match="polling is disabled"):
+        server.poll_model_repository()
+    with pytest.raises(tritonserver.UnsupportedError, match="not EXPLICIT"):
+        server.register_model_repository(os.path.dirname(__file__))
+    with pytest.raises(tritonserver.UnsupportedError, match="not EXPLICIT"):
+        server.unregister_model_repository(os.path.dirname(__file__))
+    assert server.live() and server.model("identity_fp32").ready()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import time
 
@@ -85,5 +86,40 @@ def test_explicit_mode_startup_models(example_repo):
     try:
         ready = {n for n, _ in s.models(exclude_not_ready=True)}
         assert ready == {"add_sub_int32"}
+    finally:
+        stop_within(s)
+
+
+PRIORITY_SLEEP = '''backend: "sleep"
+max_batch_size: 1
+input [ { name: "DELAY_US" data_type: TYPE_INT64 dims: [ 1 ] } ]
+output [ { name: "WAITED_US" data_type: TYPE_INT64 dims: [ 1 ] } ]
+instance_group [ { kind: KIND_CPU, count: 1 } ]
+dynamic_batching { priority_levels: 2 default_priority_level: 2 }
+'''
+
+
+def test_priority_overtakes_queued_requests(tmp_path):
+    # One instance, busy; three default-priority requests queue, then one of
+    # priority 1: it runs next, before the three queued earlier.
+    os.makedirs(tmp_path / "prio" / "1")
+    (tmp_path / "prio" / "config.pbtxt").write_text(PRIORITY_SLEEP)
+    s = start_server(model_repository=str(tmp_path))
+    try:
+        model = s.model("prio")
+        done: "queue.SimpleQueue" = queue.SimpleQueue()
+
+        def send(request_id, us, **fields):
+            return model.infer(inputs={"DELAY_US": np.array([[us]], np.int64)},
+                               request_id=request_id, response_queue=done, **fields)
+
+        iterators = [send("blocker", 600_000)]
+        time.sleep(0.1)  # the blocker is executing
+        iterators += [send(f"low{i}", 1_000) for i in range(3)]
+        iterators.append(send("high", 1_000, priority=1))
+        order = [done.get(timeout=30).request_id for _ in iterators]
+        assert order[:2] == ["blocker", "high"], order
+        assert sorted(order[2:]) == ["low0", "low1", "low2"]
+        del iterators
     finally:
         stop_within(s)

@@ -84,3 +84,15 @@ def test_bad_device_spelling():
 def test_to_host_on_cpu_is_identity():
     t = Tensor.from_dlpack(np.zeros(3, np.float32))
     assert t.to_host() is t and t.to_device("cpu") is t
+
+
+def test_memory_buffer_owner_is_what_keeps_the_memory():
+    a = np.arange(16, dtype=np.uint8)
+    buffer = tritonserver.MemoryBuffer.from_dlpack(a)
+    assert buffer.data_ptr == a.ctypes.data and buffer.size == 16
+    address, owner = buffer.data_ptr, buffer.owner
+    del a, buffer
+    np.zeros(1 << 16, np.uint8)  # churn the allocator
+    # The owner alone keeps the bytes readable at the buffer's address.
+    assert owner is not None
+    assert list((np.ctypeslib.ctypes.c_uint8 * 16).from_address(address)) == list(range(16))
