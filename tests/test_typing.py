@@ -1,0 +1,59 @@
+"""The package is typed (py.typed): the binding's and the enums' stubs match
+the runtime (mypy stubtest), and typed code written against the reference
+type-checks with mypy --strict, while wrong code does not."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import tritonserver
+
+pytest.importorskip("mypy")
+
+TYPING_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "typing")
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(tritonserver.__file__)))
+
+
+def run(*args: str, cwd: str = TYPING_DIR) -> subprocess.CompletedProcess:
+    env = dict(os.environ, MYPYPATH=PACKAGE_PARENT, PYTHONPATH=PACKAGE_PARENT)
+    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def mypy(path: str) -> subprocess.CompletedProcess:
+    return run("mypy", "--strict", "--follow-imports=silent", "--no-incremental", path)
+
+
+def test_py_typed_ships_with_the_stubs():
+    package = os.path.dirname(tritonserver.__file__)
+    for name in ("py.typed", "_enums.pyi", os.path.join("_c", "triton_bindings.pyi")):
+        assert os.path.exists(os.path.join(package, name)), name
+
+
+def test_stubs_match_the_runtime():
+    result = run("mypy.stubtest", "tritonserver._c.triton_bindings", "tritonserver._enums",
+                 "--allowlist", os.path.join(TYPING_DIR, "stubtest_allowlist.txt"))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_typed_usage_checks_clean():
+    result = mypy("usage.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_wrong_usage_is_caught(tmp_path):
+    (tmp_path / "wrong.py").write_text(
+        "import tritonserver\n"
+        "server = tritonserver.Server(model_repository='/m')\n"
+        "live: str = server.live()\n"
+        "kind = tritonserver.MemoryType.NOT_A_MEMORY_TYPE\n"
+        "model: tritonserver.Model = server.model(3)\n")
+    result = mypy(str(tmp_path / "wrong.py"))
+    assert result.returncode == 1
+    assert 'Incompatible types in assignment (expression has type "bool"' in result.stdout
+    assert "NOT_A_MEMORY_TYPE" in result.stdout
+    assert 'incompatible type "int"; expected "str"' in result.stdout
