@@ -93,9 +93,16 @@ void Server::Stop() {
     // in flight; callbacks that need the GIL must be able to run.
     py::gil_scoped_release unlocked;
     err = TRITON_FN(TRITONSERVER_ServerStop)(handle->get());
-    if (err == nullptr) handle.reset();  // ServerDelete: nothing runs any more
   }
-  if (err == nullptr) return;
+  if (err == nullptr) {
+    // Every model is unloaded: no response can come any more. A request
+    // still waiting was released by its backend without a final response
+    // (the core sends none then): end it, or its reader waits forever.
+    handle->AbandonUnfinished(
+        "the server stopped, and this request's backend released it without a final response");
+    handle.reset();  // ServerDelete (it releases the GIL itself)
+    return;
+  }
   ErrorPtr owned(err);
   const std::string why = Core().TRITONSERVER_ErrorMessage(err);
   // Whatever did not finish ends now for its reader (no iterator may wait
