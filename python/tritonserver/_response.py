@@ -76,6 +76,8 @@ class _Forwarder:
         self.ready = threading.Condition()
         self.pending: collections.deque = collections.deque()
         self.on_item: Optional[Callable[[], None]] = None
+        self.queue_error: Optional[BaseException] = None  # from the user's queue
+        self._error_taken = False
         # asyncio.Queue: filled on the loop's thread, by flush().
         self._unqueued: Optional[collections.deque] = (
             collections.deque() if isinstance(user_queue, asyncio.Queue) else None)
@@ -87,13 +89,13 @@ class _Forwarder:
                 if item is None:
                     break
                 response = InferenceResponse._from_c(self._model, *item, self._request_id)
+                self.pending.append(response)  # first: a failing queue loses nothing
                 if self._unqueued is not None:
                     self._unqueued.append(response)
                     loop = self._loop or _queue_loop(self._queue)
                     loop.call_soon_threadsafe(self.flush)
                 else:
-                    self._queue.put(response)
-                self.pending.append(response)
+                    self._put(response)
                 if response.final:
                     self._sink.set_notifier(None)  # the sink no longer needs us
             self.ready.notify_all()
@@ -106,7 +108,27 @@ class _Forwarder:
         the iterator yields it."""
         unqueued = self._unqueued
         while unqueued:
-            self._queue.put_nowait(unqueued.popleft())
+            self._put(unqueued.popleft())
+
+    def _put(self, response: "InferenceResponse") -> None:
+        # Never blocks (a full bounded queue would stall the core's thread,
+        # and stop() with it) and never raises here: the first failure (a
+        # full or closed queue) is kept for the iterator to raise, and the
+        # queue gets nothing more; the iterator still has every response.
+        if self.queue_error is not None:
+            return
+        try:
+            put = getattr(self._queue, "put_nowait", None) or self._queue.put
+            put(response)
+        except Exception as e:
+            self.queue_error = e.with_traceback(None)  # no frames kept alive
+
+    def take_error(self) -> Optional[BaseException]:
+        """The queue's failure, once (then None)."""
+        if self.queue_error is None or self._error_taken:
+            return None
+        self._error_taken = True
+        return self.queue_error
 
 
 def _queue_loop(q: asyncio.Queue) -> asyncio.AbstractEventLoop:
@@ -192,6 +214,9 @@ class ResponseIterator(_Responses):
         with forwarder.ready:
             while not forwarder.pending:
                 forwarder.ready.wait(0.1)  # short waits: Ctrl-C stays possible
+            error = forwarder.take_error()
+            if error is not None:
+                raise error  # the queue refused a response: the caller hears of it
             response = forwarder.pending.popleft()
         return self._deliver(response)
 
@@ -259,6 +284,9 @@ class AsyncResponseIterator(_Responses):
     def _take(self) -> Optional[InferenceResponse]:
         if self._forwarder is not None:
             self._forwarder.flush()
+            error = self._forwarder.take_error()
+            if error is not None:
+                raise error  # the queue refused a response: the caller hears of it
             pending = self._forwarder.pending
             return pending.popleft() if pending else None
         item = self._sink.try_get()
