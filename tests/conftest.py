@@ -22,6 +22,12 @@ BROKEN_MODELS = os.path.join(TESTS_DIR, "broken_models")
 STOP_TIMEOUT = 60.0
 
 
+def pytest_addoption(parser):
+    parser.addoption("--soak", action="store_true", default=False,
+                     help="run the reliability suite's long mode (tests/reliability; "
+                          "also TRITONSERVER_SOAK=1)")
+
+
 def stop_within(server: tritonserver.Server, timeout: float = STOP_TIMEOUT) -> None:
     """Stop `server` on a helper thread; fail if it takes longer than `timeout`."""
     errors: list[BaseException] = []
@@ -88,6 +94,16 @@ def explicit_server(example_repo, tmp_path):
     repo = tmp_path / "repo"
     shutil.copytree(BROKEN_MODELS, repo)
     shutil.copytree(os.path.join(example_repo, "identity_fp32"), repo / "identity_fp32")
+    s = start_server(model_repository=str(repo),
+                     model_control_mode=tritonserver.ModelControlMode.EXPLICIT)
+    yield s
+    stop_within(s)
+
+
+@pytest.fixture(scope="module")
+def explicit_empty(tmp_path_factory):
+    """An EXPLICIT-mode server on an empty repository: tests register or load models."""
+    repo = tmp_path_factory.mktemp("empty_repo")
     s = start_server(model_repository=str(repo),
                      model_control_mode=tritonserver.ModelControlMode.EXPLICIT)
     yield s

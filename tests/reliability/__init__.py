@@ -1,0 +1,2 @@
+"""The reliability suite: bad input, lifecycle under load, concurrency,
+faults from below, failing callbacks, leaks, sanitizers (docs/reliability.md)."""

@@ -1,0 +1,80 @@
+"""What the reliability tests share: the soak switch, figures for the log,
+process measurements (resident memory, threads, descriptors) and bounded
+waits that turn a hang into a failure."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Callable
+
+import pytest
+
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+# (test, figure) pairs, printed at the end of the session (conftest.py).
+FIGURES: list[tuple[str, str]] = []
+
+
+def soak_mode(config: Any) -> bool:
+    """Long mode: ``pytest --soak`` or TRITONSERVER_SOAK=1."""
+    return bool(config.getoption("--soak", default=False)) or \
+        os.environ.get("TRITONSERVER_SOAK", "") not in ("", "0")
+
+
+def record(case: str, figure: str) -> None:
+    """Print a figure now (visible with -s) and keep it for the summary."""
+    print(f"\n[reliability] {case}: {figure}", flush=True)
+    FIGURES.append((case, figure))
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE_SIZE
+
+
+def task_count() -> int:
+    """Threads of this process, Python's and the core's alike."""
+    return len(os.listdir("/proc/self/task"))
+
+
+def fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def settle(baseline: int, measure: Callable[[], int], timeout: float = 10.0) -> int:
+    """`measure()` once it is back to `baseline` or below (threads take a
+    moment to exit after a join), or its value when `timeout` ran out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = measure()
+        if value <= baseline or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+
+
+def python_threads() -> set:
+    return {t for t in threading.enumerate() if t.is_alive()}
+
+
+def run_bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
+    """fn() on a helper thread; fails the test if it does not return within
+    `timeout` seconds (a hang), re-raises what it raised."""
+    result: list = []
+    errors: list = []
+
+    def target() -> None:
+        try:
+            result.append(fn())
+        except BaseException as e:  # handed to the caller below
+            errors.append(e)
+
+    t = threading.Thread(target=target, daemon=True, name=f"bounded: {what}")
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        pytest.fail(f"{what} did not return within {timeout} s")
+    if errors:
+        raise errors[0]
+    return result[0] if result else None
