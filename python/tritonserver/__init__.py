@@ -38,6 +38,13 @@ from tritonserver._errors import (
     UnknownError,
     UnsupportedError,
 )
+from tritonserver._inprocess import (
+    ModelInstance,
+    ModelRequest,
+    ModelResponse,
+    PythonModel,
+    ResponseSender,
+)
 from tritonserver._memory import MemoryAllocator
 from tritonserver._model import Model
 from tritonserver._options import ModelLoadDeviceLimit, Options, RateLimiterResource
@@ -79,13 +86,18 @@ __all__ = [
     "Model",
     "ModelBatchFlag",
     "ModelControlMode",
+    "ModelInstance",
     "ModelLoadDeviceLimit",
+    "ModelRequest",
+    "ModelResponse",
     "ModelTxnPropertyFlag",
     "NotFoundError",
     "Options",
+    "PythonModel",
     "RateLimitMode",
     "RateLimiterResource",
     "ResponseIterator",
+    "ResponseSender",
     "Server",
     "Tensor",
     "TritonError",

@@ -181,6 +181,16 @@ class Server:
     def unregister_model_repository(self, repository_path: str) -> None:
         self._handle().unregister_model_repository(os.fspath(repository_path))
 
+    def register_model(self, name: str, model: Any, **settings: Any) -> Model:
+        """Serve a tritonserver.PythonModel (class or object) as model `name`,
+        run in this process. Settings: inputs, outputs ({name: (dtype, dims)}),
+        max_batch_size, dynamic_batching, instance_count, decoupled,
+        sequence_batching, parameters, config. Before start() in any model
+        control mode, or on a running EXPLICIT-mode server (docs/inprocess.md)."""
+        from tritonserver._inprocess._register import register_model
+
+        return register_model(self, name, model, **settings)
+
     # ---- Internal --------------------------------------------------------------------
 
     def _handle(self) -> Any:

@@ -1,0 +1,145 @@
+"""What the inprocess backend calls (csrc/backends/inprocess), always with
+the GIL held and on a core thread: load and finalize a model and its
+instances, and run one batch. Everything a model does wrong becomes an
+error for the load or for the requests concerned, never for the server."""
+
+from __future__ import annotations
+
+import json
+
+from tritonserver._enums import DataType
+from tritonserver._errors import InternalError, error_from_code  # noqa: F401 (the backend's)
+from tritonserver._inprocess import _loader
+from tritonserver._inprocess._errors import describe_error, failure  # noqa: F401
+from tritonserver._inprocess._model import ModelInstance, PythonModel
+from tritonserver._inprocess._request import ModelRequest, send
+from tritonserver import _datatypes as dt
+
+_TYPE_ALIASES = {"STRING": "BYTES"}
+
+
+def _output_specs(config: dict) -> dict[str, tuple]:
+    """name -> (datatype, numpy dtype or None) of the declared outputs."""
+    specs = {}
+    for output in config.get("output", []):
+        type_name = output.get("data_type", "TYPE_INVALID").replace("TYPE_", "", 1)
+        data_type = DataType[_TYPE_ALIASES.get(type_name, type_name)]
+        dtype = None if data_type in (DataType.BYTES, DataType.BF16) else dt.to_numpy_dtype(data_type)
+        specs[output["name"]] = (int(data_type), dtype)
+    return specs
+
+
+class LoadedModel:
+    """One load of a model: its object and what the hot path needs."""
+
+    __slots__ = ("name", "version", "config", "decoupled", "outputs", "model", "execute_fn")
+
+    def __init__(self, name: str, version: int, config: dict, model: PythonModel):
+        self.name = name
+        self.version = version
+        self.config = config
+        self.decoupled = bool(config.get("model_transaction_policy", {}).get("decoupled"))
+        self.outputs = _output_specs(config)
+        self.model = model
+        self.execute_fn = model.execute
+
+
+def _raise(model_name: str, hook: str, error: BaseException) -> None:
+    code, message = failure(model_name, hook, error)
+    raise error_from_code(code, message) from None
+
+
+def load_model(name: str, version: int, config_json: str, repository_path: str) -> LoadedModel:
+    config = json.loads(config_json)
+    parameters = {key: value.get("string_value", "")
+                  for key, value in config.get("parameters", {}).items()}
+    try:
+        model = _loader.make(name, version, repository_path, parameters,
+                             config.get("default_model_filename", ""))
+    except Exception as e:
+        _raise(name, "loading its Python class", e)
+    model.name, model.version, model.config = name, version, config
+    model.parameters, model.repository_path = parameters, repository_path
+    try:
+        model.initialize()
+    except Exception as e:
+        _raise(name, "initialize", e)
+    return LoadedModel(name, version, config, model)
+
+
+def finalize_model(loaded: LoadedModel) -> None:
+    try:
+        loaded.model.finalize()
+    except Exception as e:
+        _raise(loaded.name, "finalize", e)
+
+
+def initialize_instance(loaded: LoadedModel, name: str, kind: str, device_id: int) -> ModelInstance:
+    instance = ModelInstance(name, kind, device_id)
+    try:
+        loaded.model.initialize_instance(instance)
+    except Exception as e:
+        _raise(loaded.name, "initialize_instance", e)
+    return instance
+
+
+def finalize_instance(loaded: LoadedModel, instance: ModelInstance) -> None:
+    try:
+        loaded.model.finalize_instance(instance)
+    except Exception as e:
+        _raise(loaded.name, "finalize_instance", e)
+
+
+def execute(loaded: LoadedModel, instance: ModelInstance, handles: list) -> None:
+    """One batch. Every request ends answered, or (decoupled) held by the
+    model's sender; the backend fails any request left unanswered."""
+    requests = [ModelRequest(h, instance, loaded) for h in handles]
+    try:
+        responses = loaded.execute_fn(requests)
+    except Exception as e:
+        code, message = failure(loaded.name, "execute", e)
+        del e, requests
+        _fail_open(handles, code, message)
+        return
+    del requests
+    if responses is None:
+        if not loaded.decoupled:
+            _fail_open(handles, *_internal(
+                f"model '{loaded.name}': execute returned None; return one response per "
+                "request (a list)"))
+        return
+    try:
+        responses = list(responses)
+    except TypeError:
+        _fail_open(handles, *_internal(
+            f"model '{loaded.name}': execute must return a list of responses, not "
+            f"{type(responses).__name__}"))
+        return
+    if len(responses) != len(handles):
+        _fail_open(handles, *_internal(
+            f"model '{loaded.name}': execute returned {len(responses)} responses for "
+            f"{len(handles)} requests; return exactly one per request, in order"))
+        return
+    for handle, response in zip(handles, responses):
+        if handle.finished:
+            continue  # a decoupled request its sender already finished
+        if response is None:
+            if not loaded.decoupled:
+                handle.fail(*_internal(f"model '{loaded.name}': execute returned None for "
+                                       "this request"))
+            continue
+        try:
+            send(loaded, handle, response, True)
+        except Exception as e:
+            if not handle.finished:
+                handle.fail(*failure(loaded.name, "execute's response", e))
+
+
+def _fail_open(handles: list, code: int, message: str) -> None:
+    for handle in handles:
+        if not handle.finished:
+            handle.fail(code, message)
+
+
+def _internal(message: str) -> tuple[int, str]:
+    return describe_error(InternalError(message))

@@ -1,0 +1,140 @@
+"""Finding a model's Python class: a registered class, an import path, or
+the ``model.py`` in the model's version folder.
+
+The model configuration's ``python_model`` parameter says which:
+
+* ``@<key>``: a class (or object) given to ``Server.register_model``;
+* ``package.module:Name``: imported;
+* absent: ``<model folder>/<version>/model.py`` (or the configuration's
+  ``default_model_filename``), holding one PythonModel subclass, or a
+  python-backend ``TritonPythonModel`` (then run through pb_utils).
+  ``python_class`` names the class when the file defines several.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import itertools
+import os
+import sys
+import threading
+from typing import Any
+
+from tritonserver._errors import InvalidArgumentError, NotFoundError
+from tritonserver._inprocess._model import PythonModel
+
+PARAMETER = "python_model"
+CLASS_PARAMETER = "python_class"
+
+_lock = threading.Lock()
+_registry: dict[str, Any] = {}
+_keys = itertools.count(1)
+_modules = itertools.count(1)
+
+
+def register(name: str, model: Any) -> str:
+    """Keep a class or object for a model; returns the parameter's value."""
+    with _lock:
+        key = f"{name}#{next(_keys)}"
+        _registry[key] = model
+    return "@" + key
+
+
+def make(name: str, version: int, repository_path: str, parameters: dict,
+         default_filename: str) -> PythonModel:
+    """The model object for one load."""
+    target = parameters.get(PARAMETER, "")
+    if target.startswith("@"):
+        with _lock:
+            found = _registry.get(target[1:])
+        if found is None:
+            raise NotFoundError(f"model '{name}': no registered Python model {target[1:]!r} "
+                                "in this process")
+    elif target:
+        found = _import(name, target)
+    else:
+        found = _from_file(name, version, repository_path, parameters, default_filename)
+    return _instantiate(name, found)
+
+
+def _import(name: str, target: str) -> Any:
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise InvalidArgumentError(
+            f"model '{name}': parameter {PARAMETER} must be 'package.module:Class', "
+            f"not {target!r}")
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise NotFoundError(f"model '{name}': module {module_name} has no {attr!r}") from None
+
+
+def _from_file(name: str, version: int, repository_path: str, parameters: dict,
+               default_filename: str) -> Any:
+    folder = os.path.join(repository_path, str(version))
+    path = os.path.join(folder, default_filename or "model.py")
+    if not os.path.isfile(path):
+        raise NotFoundError(
+            f"model '{name}': {path} does not exist; put the model's class there, or name it "
+            f"with the configuration parameter {PARAMETER} ('package.module:Class')")
+    module = _load_module(path, folder)
+    wanted = parameters.get(CLASS_PARAMETER)
+    if wanted:
+        try:
+            return getattr(module, wanted)
+        except AttributeError:
+            raise NotFoundError(f"model '{name}': {path} defines no {wanted!r}") from None
+    own = [v for v in vars(module).values() if isinstance(v, type) and issubclass(v, PythonModel)
+           and v is not PythonModel and v.__module__ == module.__name__]
+    if len(own) == 1:
+        return own[0]
+    if len(own) > 1:
+        names = ", ".join(sorted(c.__name__ for c in own))
+        raise InvalidArgumentError(f"model '{name}': {path} defines several models ({names}); "
+                                   f"name one with the parameter {CLASS_PARAMETER}")
+    legacy = getattr(module, "TritonPythonModel", None)
+    if isinstance(legacy, type):
+        from tritonserver._inprocess._pb_model import PbUtilsModel
+
+        return PbUtilsModel(legacy)
+    raise NotFoundError(f"model '{name}': {path} defines no PythonModel subclass and no "
+                        "TritonPythonModel")
+
+
+def _load_module(path: str, folder: str) -> Any:
+    from tritonserver._inprocess import pb_utils
+
+    # A python-backend model.py imports this name; ours answers it.
+    sys.modules["triton_python_backend_utils"] = pb_utils
+    module_name = f"_tritonserver_inprocess_model_{next(_modules)}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise InvalidArgumentError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    sys.path.insert(0, folder)  # its own helper modules, while it loads
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    finally:
+        try:
+            sys.path.remove(folder)
+        except ValueError:
+            pass
+    return module
+
+
+def _instantiate(name: str, found: Any) -> PythonModel:
+    if isinstance(found, PythonModel):
+        return found
+    if isinstance(found, type) and issubclass(found, PythonModel):
+        if found.execute is PythonModel.execute:
+            raise InvalidArgumentError(f"model '{name}': {found.__name__} does not define "
+                                       "execute(requests)")
+        return found()
+    raise InvalidArgumentError(f"model '{name}': {found!r} is not a tritonserver.PythonModel "
+                               "subclass or instance")

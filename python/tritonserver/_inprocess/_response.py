@@ -1,0 +1,115 @@
+"""ModelResponse, and turning what a model returns into what the backend
+sends: ``(name, datatype, shape, buffer)`` per output."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from tritonserver import _datatypes as dt
+from tritonserver._enums import DataType, MemoryType
+from tritonserver._errors import InvalidArgumentError, TritonError, UnsupportedError
+from tritonserver._tensor import Tensor, _bytes_tensor
+
+_BYTES = int(DataType.BYTES)
+_BF16 = int(DataType.BF16)
+_TYPE_OF_DTYPE = dt.data_type_by_dtype()  # numpy dtype -> int
+
+
+class ModelResponse:
+    """One response of a model: its outputs and parameters, or an error.
+
+    ``outputs`` maps output names to numpy arrays, DLPack producers
+    (torch, cupy on the host...), tritonserver Tensors, lists or scalars;
+    each is converted to the output's declared datatype when that is safe
+    (float64 to FP32, int64 to INT32...) and copied into the core's buffer.
+    ``parameters`` values are str, int, bool or float. ``error`` (an
+    exception or a message) fails the request instead.
+    """
+
+    __slots__ = ("outputs", "parameters", "error")
+
+    def __init__(self, outputs: Optional[dict[str, Any]] = None,
+                 parameters: Optional[dict[str, Any]] = None,
+                 error: Optional[Any] = None):
+        self.outputs = outputs if outputs is not None else {}
+        self.parameters = parameters
+        self.error = error
+
+    def __repr__(self) -> str:
+        if self.error is not None:
+            return f"ModelResponse(error={self.error!r})"
+        return f"ModelResponse(outputs={list(self.outputs)}, parameters={self.parameters!r})"
+
+
+def convert_outputs(model: Any, outputs: Any) -> list:
+    """[(name, datatype, shape, buffer)] for the backend, checked against the
+    model's declared outputs (``model.outputs``: name -> (type, numpy dtype))."""
+    if not isinstance(outputs, dict):
+        raise InvalidArgumentError(
+            f"outputs must be a dict of name to array, not {type(outputs).__name__}")
+    declared = model.outputs
+    items = []
+    for name, value in outputs.items():
+        spec = declared.get(name)
+        if spec is None:
+            raise InvalidArgumentError(
+                f"model '{model.name}' has no output {name!r} "
+                f"(its outputs: {', '.join(sorted(declared)) or 'none'})")
+        try:
+            items.append(_convert(name, value, spec))
+        except TritonError:
+            raise
+        except (TypeError, ValueError, OverflowError, BufferError, RuntimeError) as e:
+            raise InvalidArgumentError(f"output {name!r}: {e}") from None
+    return items
+
+
+def _convert(name: str, value: Any, spec: tuple) -> tuple:
+    data_type, dtype = spec
+    if type(value) is np.ndarray:
+        array = value
+    elif isinstance(value, Tensor):
+        if value.memory_type not in (MemoryType.CPU, MemoryType.CPU_PINNED):
+            raise UnsupportedError(f"output {name!r} is in device memory; outputs must be "
+                                   "in host memory")
+        if value.data_type == DataType.BYTES:
+            return (name, _BYTES, tuple(value.shape), value.memory_buffer._view())
+        array = np.from_dlpack(value)
+    elif hasattr(value, "__dlpack__"):
+        try:
+            array = np.from_dlpack(value)
+        except (RuntimeError, BufferError, TypeError) as e:
+            raise UnsupportedError(f"output {name!r}: {e}; outputs must be in host memory "
+                                   "(numpy, or a DLPack producer on the CPU)") from None
+    else:
+        array = np.asarray(value, dtype=dtype if dtype is not None and
+                           data_type != _BYTES else None)
+    if data_type == _BYTES or array.dtype.kind in "OSU":
+        if data_type != _BYTES:
+            raise InvalidArgumentError(
+                f"output {name!r} is {DataType(data_type).name}, not text or bytes")
+        tensor = _bytes_tensor(array)
+        return (name, _BYTES, array.shape, tensor.memory_buffer.owner)
+    if dtype is None:  # BF16: two bytes per element, as given
+        if array.dtype.itemsize != 2:
+            raise InvalidArgumentError(f"output {name!r} is BF16: give 2-byte elements")
+    elif array.dtype != dtype:
+        if not np.can_cast(array.dtype, dtype, "same_kind"):
+            raise InvalidArgumentError(
+                f"output {name!r} is {DataType(data_type).name}; a {array.dtype} array "
+                "does not convert safely")
+        array = array.astype(dtype)
+    if not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array)
+    return (name, data_type, array.shape, array)
+
+
+def error_parts(error: Any) -> tuple[int, str]:
+    """(code, message) of an exception or a message given as a response error."""
+    from tritonserver._inprocess._errors import code_of
+
+    if isinstance(error, BaseException):
+        return code_of(error), (str(error) or type(error).__name__)
+    return code_of(None), str(error)
