@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tritonserver
+from conftest import stats_when
 
 WAIT_S = 30.0
 ROW = (np.float32, [1])
@@ -39,8 +40,9 @@ def test_dynamic_batching_forms_batches(explicit_empty):
         assert np.from_dlpack(next(it).outputs["Y"]).tolist() == [[2.0 * i]]
     assert max(sizes) > 1, sizes
     assert sum(sizes) == 7
-    stats = model.statistics()["model_stats"][0]["batch_stats"]
-    assert any(int(b["batch_size"]) > 1 for b in stats)
+    # Batch statistics are reported just after the responses: wait for them.
+    batched = lambda st: any(int(b["batch_size"]) > 1 for b in st["batch_stats"])  # noqa: E731
+    assert batched(stats_when(model, batched))
 
 
 def test_instances_execute_concurrently(explicit_empty):

@@ -5,6 +5,7 @@ type-checks with mypy --strict, while wrong code does not."""
 from __future__ import annotations
 
 import os
+import site
 import subprocess
 import sys
 
@@ -19,7 +20,11 @@ PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(tritonserver.__
 
 
 def run(*args: str, cwd: str = TYPING_DIR) -> subprocess.CompletedProcess:
-    env = dict(os.environ, MYPYPATH=PACKAGE_PARENT, PYTHONPATH=PACKAGE_PARENT)
+    env = dict(os.environ, PYTHONPATH=PACKAGE_PARENT)
+    if PACKAGE_PARENT not in site.getsitepackages():
+        # A source tree (PYTHONPATH): mypy finds it only through MYPYPATH,
+        # which must never name site-packages (installed: found anyway).
+        env["MYPYPATH"] = PACKAGE_PARENT
     return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=300)
 
