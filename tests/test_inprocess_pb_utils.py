@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import site
 import subprocess
 import sys
 import textwrap
@@ -131,10 +132,26 @@ _NUMPY_SCRIPT = textwrap.dedent("""
 
 def _interpreters() -> list:
     found = [pytest.param(sys.executable, id=f"numpy{np.__version__.split('.')[0]}")]
-    other = os.environ.get(NUMPY1_ENV)
+    other = os.environ.get(NUMPY1_ENV) or _stub_env_python()
     if other:
         found.append(pytest.param(other, id="numpy-other"))
     return found
+
+
+def _stub_env_python():
+    """The numpy<2 venv install-core builds for the python backend's stub
+    (it sees this environment's packages, tritonserver included), when the
+    test interpreter has numpy 2: a numpy-1 interpreter on any machine."""
+    if int(np.__version__.split(".")[0]) < 2:
+        return None
+    try:
+        from tritonserver._core import locate, stub_env
+
+        env = stub_env.stub_env_path(locate.install_base(locate.find_core()))
+    except Exception:
+        return None
+    python = os.path.join(env, "bin", "python3")
+    return python if os.path.exists(python) else None
 
 
 @pytest.mark.parametrize("python", _interpreters())
@@ -145,11 +162,20 @@ def test_numpy_versions(python, tmp_path):
     script.write_text(_NUMPY_SCRIPT)
     env = dict(os.environ)
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(tritonserver.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([package_parent] + [p for p in [env.get("PYTHONPATH")]
-                                                           if p])
+    # A source tree goes first on the path; site-packages never does (its
+    # numpy would shadow the other interpreter's, which sees it anyway).
+    if package_parent not in site.getsitepackages():
+        env["PYTHONPATH"] = os.pathsep.join([package_parent] + [p for p in [env.get("PYTHONPATH")]
+                                                               if p])
+    if python != sys.executable and "TRITONSERVER_CORE" not in env:
+        from tritonserver._core import locate
+
+        env["TRITONSERVER_CORE"] = locate.find_core().library  # this environment's core
     proc = subprocess.run([python, str(script), os.path.join(TEST_MODELS, "python_affine")],
                           env=env, capture_output=True, text=True, timeout=300,
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["exact"] == [True, True], result
+    if python != sys.executable:  # really the other numpy
+        assert result["numpy"].split(".")[0] != np.__version__.split(".")[0], result
