@@ -61,9 +61,9 @@ except _metadata.PackageNotFoundError:  # running from a source tree
 
 def example_model_repository() -> str:
     """Path of the example model repository shipped with the package."""
-    import os
+    from tritonserver._package_files import package_file
 
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "example_models")
+    return package_file("example_models")
 
 
 __all__ = [

@@ -19,8 +19,9 @@ _core: Any = None
 
 def package_backends_dir() -> str:
     """The folder holding this package's own backends (one subfolder each)."""
-    override = os.environ.get("TRITONSERVER_PACKAGE_BACKENDS")
-    return override or os.path.join(os.path.dirname(os.path.abspath(__file__)), "backends")
+    from tritonserver._package_files import package_file
+
+    return os.environ.get("TRITONSERVER_PACKAGE_BACKENDS") or package_file("backends")
 
 
 def ensure_core_loaded() -> Any:

@@ -22,14 +22,13 @@ def package_version() -> str:
         return "0+unknown"
 
 
-def _package_dir() -> str:
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def cmake_dir() -> str:
     """The folder of the CMake package (tritonserverConfig.cmake) for building
     backends: ``find_package(tritonserver)`` with ``tritonserver_DIR`` set to it."""
-    return os.path.join(_package_dir(), "share", "cmake", "tritonserver")
+    from tritonserver._package_files import package_file
+
+    config = package_file("share", "cmake", "tritonserver", "tritonserverConfig.cmake")
+    return os.path.dirname(config)
 
 
 def include_dirs() -> list:
@@ -38,13 +37,16 @@ def include_dirs() -> list:
     An installed package has both under ``tritonserver/include``; a source
     checkout takes the C API headers from ``third_party/``.
     """
-    include = os.path.join(_package_dir(), "include")
-    if os.path.isfile(os.path.join(include, "triton", "tritonbackend.h")):
-        return [include]
-    source = os.path.join(_package_dir(), os.pardir, os.pardir, "third_party")
+    from tritonserver._package_files import package_dirs
+
+    dirs = [os.path.join(d, "include") for d in package_dirs()]
+    found = [d for d in dirs if os.path.isdir(d)]
+    if any(os.path.isfile(os.path.join(d, "triton", "tritonbackend.h")) for d in found):
+        return found
+    source = os.path.join(package_dirs()[-1], os.pardir, os.pardir, "third_party")
     if os.path.isfile(os.path.join(source, "triton", "tritonbackend.h")):
-        return [include, os.path.abspath(source)]
-    return [include]
+        return found + [os.path.abspath(source)]
+    return found or dirs[:1]
 
 
 def _parser() -> argparse.ArgumentParser:
