@@ -1,4 +1,5 @@
-"""Data type tables: Triton DataType <-> numpy dtype <-> DLPack dtype."""
+"""Data type tables: Triton DataType <-> numpy dtype <-> DLPack dtype, and the
+names model configurations give data types ("TYPE_FP32")."""
 
 from __future__ import annotations
 
@@ -35,6 +36,26 @@ _FROM_DLPACK = {dl: dt for dt, _, dl in _ROWS}
 # Some producers describe bool as an unsigned byte of 8 bits; keep uint8.
 _FROM_DLPACK[(DL_UINT, 1)] = DataType.BOOL
 
+
+
+def from_config_name(name: str) -> DataType:
+    """The DataType of a name as model configurations ("TYPE_FP32",
+    "TYPE_STRING") and model metadata ("FP32", "BYTES") spell it; any case."""
+    key = name.upper()
+    if key.startswith("TYPE_"):
+        key = key[len("TYPE_"):]
+    if key == "STRING":
+        key = "BYTES"
+    member = DataType.__members__.get(key)
+    if member is None or member == DataType.INVALID:
+        raise _invalid(f"unknown data type {name!r}")
+    return member
+
+
+def to_config_name(data_type: DataType) -> str:
+    """The model configuration's name of a DataType: "TYPE_FP32", and
+    "TYPE_STRING" for BYTES."""
+    return "TYPE_STRING" if data_type == DataType.BYTES else f"TYPE_{DataType(data_type).name}"
 
 
 def data_type_by_dtype() -> dict:

@@ -10,6 +10,10 @@ a missing model, ``ValueError`` for a bad argument...), so ordinary
 
 from __future__ import annotations
 
+import os
+import traceback
+from typing import Optional
+
 from tritonserver._c import triton_bindings as _bindings
 
 
@@ -67,9 +71,53 @@ _CLASS_BY_CODE: dict[int, type[TritonError]] = {
 _bindings.set_error_classes(_CLASS_BY_CODE)
 
 
+_CODE_BY_CLASS = {cls: code for code, cls in _CLASS_BY_CODE.items()}
+_INTERNAL = _CODE_BY_CLASS[InternalError]
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+SUMMARY_FRAMES = 3  # how much of a traceback an error message keeps
+
+
 def error_from_code(code: int, message: str) -> TritonError:
     """The exception instance for a core error code."""
     return _CLASS_BY_CODE.get(code, UnknownError)(message)
+
+
+def code_of(error: Optional[BaseException]) -> int:
+    """The core error code for an exception: a tritonserver error keeps its
+    own, an exception with an int ``_triton_code`` (a python-backend
+    ``pb_utils.TritonError``) that code, anything else is INTERNAL."""
+    if isinstance(error, TritonError):
+        for cls in type(error).__mro__:
+            if cls in _CODE_BY_CLASS:
+                return _CODE_BY_CLASS[cls]
+    code = getattr(error, "_triton_code", None)
+    return code if isinstance(code, int) else _INTERNAL
+
+
+def summary(error: BaseException, limit: int = SUMMARY_FRAMES) -> str:
+    """``Type: message`` and the last frames of the traceback outside this
+    package, one line each. Clears the frames' locals: a kept message must
+    not keep what they referred to (a batch, its input arrays) alive."""
+    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    tb = error.__traceback__
+    if tb is not None:
+        frames = [f for f in traceback.extract_tb(tb)
+                  if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR)][-limit:]
+        text += "".join(f"\n  at {f.filename}:{f.lineno} in {f.name}" for f in frames)
+        try:
+            traceback.clear_frames(tb)
+        except RuntimeError:  # a frame still running
+            pass
+    return text
+
+
+def describe_exception(error: BaseException) -> tuple[int, str]:
+    """(code, message) of an exception raised in Python code that C++ called
+    (the binding's callbacks, the inprocess backend): a tritonserver error
+    keeps its code and message; anything else is INTERNAL with a summary."""
+    if isinstance(error, TritonError):
+        return code_of(error), str(error)
+    return _INTERNAL, summary(error)
 
 
 __all__ = [
@@ -82,5 +130,8 @@ __all__ = [
     "UnsupportedError",
     "AlreadyExistsError",
     "CancelledError",
+    "code_of",
+    "describe_exception",
     "error_from_code",
+    "summary",
 ]

@@ -6,6 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any, Optional
 
 from tritonserver._c import triton_bindings as _bindings
+from tritonserver._datatypes import from_config_name
 from tritonserver._enums import DataType, ModelBatchFlag, ModelTxnPropertyFlag
 from tritonserver._errors import InvalidArgumentError
 from tritonserver._request import InferenceRequest, _create_c_request_for_inputs
@@ -103,7 +104,7 @@ class Model:
             types: dict[str, DataType] = {}
             try:
                 for spec in self.metadata().get("inputs", []):
-                    types[spec["name"]] = DataType[spec["datatype"]]
+                    types[spec["name"]] = from_config_name(spec["datatype"])
             except Exception:
                 # Unknown model and the like: the core reports it on send.
                 return {}

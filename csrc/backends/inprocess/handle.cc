@@ -1,627 +1,305 @@
-// RequestHandle and InputBuffer (see handle.h).
+// RequestHandle and Input (see handle.h).
 #include "handle.h"
 
+#include <pybind11/stl.h>
+
 #include <cstring>
-#include <memory>
-#include <mutex>
+#include <type_traits>
+#include <utility>
 #include <vector>
+
+#include "pyinterop/gil.h"
+#include "pyinterop/parameters.h"
 
 namespace inprocess {
 namespace {
 
-struct HandleObject {
-  PyObject_HEAD
-  TRITONBACKEND_Request* raw;
-  tb::Request* request;  // owned; null in a handle not made by NewHandle
-  std::mutex* mu;        // owned; guards `request` (taken without the GIL)
-  uint64_t exec_start;
-  uint64_t compute_start;
-  bool reported;         // statistics sent (once, at the final response)
-};
-
-struct InputBufferObject {
-  PyObject_HEAD
-  PyObject* owner;  // the RequestHandle whose request holds the data
-  const void* data;
-  Py_ssize_t size;
-  int memory_type;
-  int64_t memory_type_id;
-  char* gathered;  // owned copy of a tensor that came in several buffers
-};
-
-// Runs fn (which returns a new reference or null with an error set),
-// turning a C++ exception into the matching tritonserver error.
-template <typename Fn>
-PyObject* Guarded(Fn&& fn) {
-  try {
-    return fn();
-  } catch (const tb::Error& e) {
-    RaiseTritonError(e.code(), e.message());
-  } catch (const std::exception& e) {
-    RaiseTritonError(TRITONSERVER_ERROR_INTERNAL, e.what());
-  }
-  return nullptr;
-}
-
-HandleObject* Live(PyObject* self) {
-  auto* h = reinterpret_cast<HandleObject*>(self);
-  if (h->request == nullptr) {
-    throw tb::Error::InvalidArgument("not a request handle of the backend");
-  }
-  return h;
-}
-
-// After the final response: the request's statistics (with the mutex).
-void Report(HandleObject* h, bool success) noexcept {
-  if (h->reported) return;
-  h->reported = true;
-  const uint64_t now = tb::detail::NowNs();
-  const uint64_t start = h->compute_start < now ? h->compute_start : now;
-  tb::detail::LogIfError(
-      TRITONBACKEND_ModelInstanceReportStatistics(
-          h->request->instance().handle(), h->raw, success, h->exec_start,
-          start, now, now),
-      "reporting request statistics");
-}
-
-void FailLocked(HandleObject* h, TRITONSERVER_Error_Code code,
-                const char* message) noexcept {
-  if (h->request->finished()) return;
-  h->request->Fail(code, message);
-  Report(h, false);
-}
-
-std::vector<int64_t> Shape(PyObject* sequence) {
-  Ref fast(PySequence_Fast(sequence, "a shape must be a sequence of ints"));
-  if (!fast) throw tb::Error::InvalidArgument("a shape must be a sequence of ints");
-  const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast.get());
-  std::vector<int64_t> shape(static_cast<size_t>(n));
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    shape[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast.get(), i));
-    if (shape[i] == -1 && PyErr_Occurred()) {
-      PyErr_Clear();
-      throw tb::Error::InvalidArgument("a shape must be a sequence of ints");
+// One input tensor of a request: a typed record whose data is read through
+// the buffer protocol.
+class Input {
+ public:
+  Input(py::object handle, const tb::InputTensor& tensor)
+      : handle_(std::move(handle)),
+        name_(tensor.name()),
+        datatype_(static_cast<int>(tensor.dtype())),
+        byte_size_(tensor.byte_size()) {
+    const std::vector<int64_t>& dims = tensor.shape();
+    shape_ = py::tuple(dims.size());
+    for (size_t i = 0; i < dims.size(); ++i) shape_[i] = py::int_(dims[i]);
+    const std::vector<tb::Buffer>& buffers = tensor.buffers();
+    if (buffers.size() == 1) {
+      data_ = buffers[0].data;
+      memory_type_ = buffers[0].memory_type;
+      memory_type_id_ = buffers[0].memory_type_id;
+    } else if (buffers.size() > 1) {  // gathered into one host copy
+      if (!tensor.in_host_memory()) {
+        throw tb::Error::Unsupported("input '" + name_ +
+                                     "' came in several device buffers");
+      }
+      gathered_.reset(new char[byte_size_]);
+      tensor.CopyTo(gathered_.get());
+      data_ = gathered_.get();
     }
   }
-  return shape;
-}
 
-// ---- What Python gives send(): parsed with the GIL, used without it --------
+  const std::string& name() const { return name_; }
+  int datatype() const { return datatype_; }
+  const py::tuple& shape() const { return shape_; }
+  int memory_type() const { return memory_type_; }
+  int64_t memory_type_id() const { return memory_type_id_; }
+  uintptr_t data_ptr() const { return reinterpret_cast<uintptr_t>(data_); }
+  uint64_t byte_size() const { return byte_size_; }
 
-struct Output {
+  py::buffer_info Buffer() const {
+    if (!tb::IsHostMemory(static_cast<TRITONSERVER_MemoryType>(memory_type_))) {
+      throw py::buffer_error(
+          "this input is in device memory: read it through DLPack");
+    }
+    static char empty = 0;
+    void* data = const_cast<void*>(data_ != nullptr ? data_ : &empty);
+    return py::buffer_info(data, 1, py::format_descriptor<uint8_t>::format(),
+                           static_cast<py::ssize_t>(byte_size_),
+                           /*readonly=*/true);
+  }
+
+ private:
+  py::object handle_;  // the RequestHandle whose request holds the data
+  std::string name_;
+  int datatype_;
+  py::tuple shape_;
+  int memory_type_ = TRITONSERVER_MEMORY_CPU;
+  int64_t memory_type_id_ = 0;
+  const void* data_ = nullptr;
+  uint64_t byte_size_;
+  std::unique_ptr<char[]> gathered_;
+};
+
+// A Python buffer held while the core copies from it; released with the GIL.
+struct HeldBuffer {
+  Py_buffer view{};
+  bool held = false;
+  HeldBuffer() = default;
+  HeldBuffer(const HeldBuffer&) = delete;
+  HeldBuffer& operator=(const HeldBuffer&) = delete;
+  ~HeldBuffer() {
+    if (held) PyBuffer_Release(&view);
+  }
+};
+
+// What send() gets for one output (a tritonserver._inprocess._response.Output).
+struct OutputItem {
   std::string name;
   TRITONSERVER_DataType dtype = TRITONSERVER_TYPE_INVALID;
   std::vector<int64_t> shape;
-  Py_buffer view{};
-  bool held = false;
+  HeldBuffer data;
 };
 
-struct Parameter {
-  std::string name;
-  TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
-  std::string text;
-  int64_t integer = 0;
-  double real = 0;
-  bool flag = false;
-};
-
-struct Outputs {
-  std::vector<Output> items;
-  ~Outputs() {  // with the GIL (send() reacquires it before this runs)
-    for (Output& out : items) {
-      if (out.held) PyBuffer_Release(&out.view);
-    }
+void ParseOutput(py::handle item, OutputItem& out) {
+  // Output is a NamedTuple (name, datatype, shape, data), checked at load.
+  if (!PyTuple_Check(item.ptr()) || PyTuple_GET_SIZE(item.ptr()) != 4) {
+    throw tb::Error::InvalidArgument(
+        "each output must be an Output(name, datatype, shape, data)");
   }
-};
-
-void ParseOutputs(PyObject* outputs, Outputs& parsed) {
-  Ref fast(PySequence_Fast(outputs, "outputs must be a sequence"));
-  if (!fast) throw tb::Error::InvalidArgument("outputs must be a sequence");
-  const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast.get());
-  parsed.items.resize(static_cast<size_t>(n));
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    const char* name = nullptr;
-    int dtype = 0;
-    PyObject* shape = nullptr;
-    PyObject* data = nullptr;
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast.get(), i), "siOO",
-                          &name, &dtype, &shape, &data)) {
-      PyErr_Clear();
-      throw tb::Error::InvalidArgument(
-          "each output must be (name, datatype, shape, buffer)");
-    }
-    Output& out = parsed.items[i];
-    out.name = name;
-    out.dtype = static_cast<TRITONSERVER_DataType>(dtype);
-    out.shape = Shape(shape);
-    if (PyObject_GetBuffer(data, &out.view, PyBUF_C_CONTIGUOUS) != 0) {
-      PyErr_Clear();
-      throw tb::Error::InvalidArgument("output '" + out.name +
-                                       "': the data is not a contiguous buffer");
-    }
-    out.held = true;
-    const uint64_t element = tb::ElementByteSize(out.dtype);
-    if (element != 0 && tb::ElementCount(out.shape) * element !=
-                            static_cast<uint64_t>(out.view.len)) {
-      throw tb::Error::InvalidArgument(
-          "output '" + out.name + "': " + std::to_string(out.view.len) +
-          " bytes do not fill shape " + tb::ShapeString(out.shape));
-    }
+  py::tuple fields = py::reinterpret_borrow<py::tuple>(item);
+  try {
+    out.name = fields[0].cast<std::string>();
+    out.dtype = static_cast<TRITONSERVER_DataType>(fields[1].cast<int>());
+    out.shape = fields[2].cast<std::vector<int64_t>>();
+  } catch (const py::cast_error&) {
+    throw tb::Error::InvalidArgument(
+        "each output must be an Output(name: str, datatype: int, shape: "
+        "ints, data)");
+  }
+  if (PyObject_GetBuffer(fields[3].ptr(), &out.data.view, PyBUF_C_CONTIGUOUS) !=
+      0) {
+    PyErr_Clear();
+    throw tb::Error::InvalidArgument("output '" + out.name +
+                                     "': the data is not a contiguous buffer");
+  }
+  out.data.held = true;
+  const uint64_t element = tb::ElementByteSize(out.dtype);
+  if (element != 0 && tb::ElementCount(out.shape) * element !=
+                          static_cast<uint64_t>(out.data.view.len)) {
+    throw tb::Error::InvalidArgument(
+        "output '" + out.name + "': " + std::to_string(out.data.view.len) +
+        " bytes do not fill shape " + tb::ShapeString(out.shape));
   }
 }
 
-std::vector<Parameter> ParseParameters(PyObject* parameters) {
-  std::vector<Parameter> parsed;
-  if (parameters == Py_None) return parsed;
-  if (!PyDict_Check(parameters)) {
-    throw tb::Error::InvalidArgument("response parameters must be a dict");
-  }
-  PyObject* key = nullptr;
-  PyObject* value = nullptr;
-  Py_ssize_t pos = 0;
-  while (PyDict_Next(parameters, &pos, &key, &value)) {
-    Parameter p;
-    const char* name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : nullptr;
-    if (name == nullptr) {
-      PyErr_Clear();
-      throw tb::Error::InvalidArgument("response parameter names must be str");
-    }
-    p.name = name;
-    if (PyBool_Check(value)) {
-      p.type = TRITONSERVER_PARAMETER_BOOL;
-      p.flag = value == Py_True;
-    } else if (PyLong_Check(value)) {
-      p.type = TRITONSERVER_PARAMETER_INT;
-      p.integer = PyLong_AsLongLong(value);
-      if (p.integer == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        throw tb::Error::InvalidArgument("response parameter '" + p.name +
-                                         "' does not fit in 64 bits");
-      }
-    } else if (PyFloat_Check(value)) {
-      p.type = TRITONSERVER_PARAMETER_DOUBLE;
-      p.real = PyFloat_AsDouble(value);
-    } else if (PyUnicode_Check(value)) {
-      const char* text = PyUnicode_AsUTF8(value);
-      if (text == nullptr) {
-        PyErr_Clear();
-        throw tb::Error::InvalidArgument("response parameter '" + p.name +
-                                         "' is not valid text");
-      }
-      p.text = text;
-    } else {
-      throw tb::Error::InvalidArgument(
-          "response parameter '" + p.name + "' must be str, int, bool or float");
-    }
-    parsed.push_back(std::move(p));
-  }
-  return parsed;
-}
-
-// ---- RequestHandle methods ----------------------------------------------------
-
-PyObject* HandleSend(PyObject* self, PyObject* args) {
-  return Guarded([&]() -> PyObject* {
-    PyObject* outputs = nullptr;
-    PyObject* parameters = Py_None;
-    int final = 1;
-    if (!PyArg_ParseTuple(args, "O|Op", &outputs, &parameters, &final)) {
-      return nullptr;
-    }
-    HandleObject* h = Live(self);
-    Outputs parsed;
-    ParseOutputs(outputs, parsed);
-    const std::vector<Parameter> params = ParseParameters(parameters);
-    std::optional<tb::Error> failure;
-    {
-      NoGil unlocked;  // copies and the send (which runs callbacks) without it
-      std::lock_guard<std::mutex> lock(*h->mu);
-      try {
-        tb::Response response = h->request->NewResponse();
-        for (const Output& out : parsed.items) {
-          tb::OutputTensor tensor = response.AddOutput(
-              out.name, out.dtype, out.shape, static_cast<uint64_t>(out.view.len));
-          if (out.view.len != 0) std::memcpy(tensor.data(), out.view.buf, out.view.len);
+void SetParameter(tb::Response& response, const std::string& name,
+                  const pyinterop::ParameterValue& value) {
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          response.SetBoolParameter(name, v);
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          response.SetIntParameter(name, v);
+        } else if constexpr (std::is_same_v<T, double>) {
+          response.SetDoubleParameter(name, v);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          response.SetStringParameter(name, v);
+        } else {
+          throw tb::Error::InvalidArgument("response parameter '" + name +
+                                           "' cannot be bytes");
         }
-        for (const Parameter& p : params) {
-          switch (p.type) {
-            case TRITONSERVER_PARAMETER_BOOL:
-              response.SetBoolParameter(p.name, p.flag);
-              break;
-            case TRITONSERVER_PARAMETER_INT:
-              response.SetIntParameter(p.name, p.integer);
-              break;
-            case TRITONSERVER_PARAMETER_DOUBLE:
-              response.SetDoubleParameter(p.name, p.real);
-              break;
-            default:
-              response.SetStringParameter(p.name, p.text);
-          }
-        }
-        response.Send(final != 0);
-        if (final) Report(h, true);
-      } catch (const tb::Error& e) {
-        failure.emplace(e);
-      }
-    }
-    if (failure) throw *failure;
-    Py_RETURN_NONE;
-  });
-}
-
-PyObject* HandleFailMethod(PyObject* self, PyObject* args) {
-  return Guarded([&]() -> PyObject* {
-    int code = TRITONSERVER_ERROR_INTERNAL;
-    const char* message = nullptr;
-    if (!PyArg_ParseTuple(args, "is", &code, &message)) return nullptr;
-    HandleFail(self, static_cast<TRITONSERVER_Error_Code>(code), message);
-    Py_RETURN_NONE;
-  });
-}
-
-PyObject* HandleFinish(PyObject* self, PyObject*) {
-  return Guarded([&]() -> PyObject* {
-    HandleObject* h = Live(self);
-    std::optional<tb::Error> failure;
-    {
-      NoGil unlocked;
-      std::lock_guard<std::mutex> lock(*h->mu);
-      try {
-        h->request->Finish();
-        Report(h, true);
-      } catch (const tb::Error& e) {
-        failure.emplace(e);
-      }
-    }
-    if (failure) throw *failure;
-    Py_RETURN_NONE;
-  });
-}
-
-PyObject* HandleIsCancelled(PyObject* self, PyObject*) {
-  return Guarded([&]() -> PyObject* {
-    HandleObject* h = Live(self);
-    bool cancelled = false;
-    std::optional<tb::Error> failure;
-    {
-      NoGil unlocked;
-      std::lock_guard<std::mutex> lock(*h->mu);
-      try {
-        cancelled = !h->request->finished() && h->request->IsCancelled();
-      } catch (const tb::Error& e) {
-        failure.emplace(e);
-      }
-    }
-    if (failure) throw *failure;
-    return PyBool_FromLong(cancelled);
-  });
-}
-
-PyObject* NewInputBuffer(PyObject* owner, const tb::InputTensor& tensor) {
-  const std::vector<tb::Buffer>& buffers = tensor.buffers();
-  const void* data = nullptr;
-  int memory_type = TRITONSERVER_MEMORY_CPU;
-  int64_t memory_type_id = 0;
-  std::unique_ptr<char[]> gathered;
-  if (buffers.size() == 1) {
-    data = buffers[0].data;
-    memory_type = buffers[0].memory_type;
-    memory_type_id = buffers[0].memory_type_id;
-  } else if (buffers.size() > 1) {
-    if (!tensor.in_host_memory()) {
-      throw tb::Error::Unsupported("input '" + tensor.name() +
-                                   "' came in several device buffers");
-    }
-    gathered.reset(new char[tensor.byte_size()]);
-    tensor.CopyTo(gathered.get());
-    data = gathered.get();
-  }
-  PyObject* obj =
-      PyType_GenericAlloc(reinterpret_cast<PyTypeObject*>(TheRuntime().input_type), 0);
-  if (obj == nullptr) return nullptr;
-  auto* b = reinterpret_cast<InputBufferObject*>(obj);
-  Py_INCREF(owner);
-  b->owner = owner;
-  b->data = data;
-  b->size = static_cast<Py_ssize_t>(tensor.byte_size());
-  b->memory_type = memory_type;
-  b->memory_type_id = memory_type_id;
-  b->gathered = gathered.release();
-  return obj;
-}
-
-PyObject* ShapeTuple(const std::vector<int64_t>& shape) {
-  Ref tuple(PyTuple_New(static_cast<Py_ssize_t>(shape.size())));
-  if (!tuple) return nullptr;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    PyObject* dim = PyLong_FromLongLong(shape[i]);
-    if (dim == nullptr) return nullptr;
-    PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), dim);
-  }
-  return tuple.release();
-}
-
-// ((name, datatype, shape, InputBuffer, memory_type, memory_type_id), ...)
-PyObject* HandleInputs(PyObject* self, PyObject*) {
-  return Guarded([&]() -> PyObject* {
-    HandleObject* h = Live(self);
-    uint32_t count = 0;
-    tb::Check(TRITONBACKEND_RequestInputCount(h->raw, &count));
-    Ref tuple(PyTuple_New(count));
-    if (!tuple) return nullptr;
-    for (uint32_t i = 0; i < count; ++i) {
-      const tb::InputTensor tensor = h->request->Input(i);
-      Ref buffer(NewInputBuffer(self, tensor));
-      Ref shape(ShapeTuple(tensor.shape()));
-      if (!buffer || !shape) return nullptr;
-      const auto* b = reinterpret_cast<InputBufferObject*>(buffer.get());
-      PyObject* item =
-          Py_BuildValue("(siOOiL)", tensor.name().c_str(), int(tensor.dtype()),
-                        shape.get(), buffer.get(), b->memory_type,
-                        static_cast<long long>(b->memory_type_id));
-      if (item == nullptr) return nullptr;
-      PyTuple_SET_ITEM(tuple.get(), i, item);
-    }
-    return tuple.release();
-  });
-}
-
-PyObject* HandleId(PyObject* self, PyObject*) {
-  return Guarded([&]() -> PyObject* {
-    return PyUnicode_FromString(Live(self)->request->id().c_str());
-  });
-}
-
-PyObject* HandleCorrelationId(PyObject* self, PyObject*) {
-  return Guarded([&]() -> PyObject* {
-    const tb::CorrelationId id = Live(self)->request->correlation_id();
-    if (id.is_string) return PyUnicode_FromString(id.text.c_str());
-    return PyLong_FromUnsignedLongLong(id.number);
-  });
-}
-
-PyObject* HandleFlags(PyObject* self, PyObject*) {
-  return Guarded([&]() -> PyObject* {
-    return PyLong_FromUnsignedLong(Live(self)->request->flags());
-  });
-}
-
-PyObject* HandleTimeout(PyObject* self, PyObject*) {
-  return Guarded([&]() -> PyObject* {
-    return PyLong_FromUnsignedLongLong(Live(self)->request->timeout_us());
-  });
-}
-
-PyObject* HandleRequestedOutputs(PyObject* self, PyObject*) {
-  return Guarded([&]() -> PyObject* {
-    const std::vector<std::string> names = Live(self)->request->RequestedOutputs();
-    Ref tuple(PyTuple_New(static_cast<Py_ssize_t>(names.size())));
-    if (!tuple) return nullptr;
-    for (size_t i = 0; i < names.size(); ++i) {
-      PyObject* name = PyUnicode_FromString(names[i].c_str());
-      if (name == nullptr) return nullptr;
-      PyTuple_SET_ITEM(tuple.get(), static_cast<Py_ssize_t>(i), name);
-    }
-    return tuple.release();
-  });
-}
-
-PyObject* HandleParameters(PyObject* self, PyObject*) {
-  return Guarded([&]() -> PyObject* {
-    HandleObject* h = Live(self);
-    uint32_t count = 0;
-    tb::Check(TRITONBACKEND_RequestParameterCount(h->raw, &count));
-    Ref dict(PyDict_New());
-    if (!dict) return nullptr;
-    for (uint32_t i = 0; i < count; ++i) {
-      const char* name = nullptr;
-      TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
-      const void* value = nullptr;
-      tb::Check(TRITONBACKEND_RequestParameter(h->raw, i, &name, &type, &value));
-      Ref item;
-      switch (type) {
-        case TRITONSERVER_PARAMETER_STRING:
-          item = Ref(PyUnicode_FromString(static_cast<const char*>(value)));
-          break;
-        case TRITONSERVER_PARAMETER_INT:
-          item = Ref(PyLong_FromLongLong(*static_cast<const int64_t*>(value)));
-          break;
-        case TRITONSERVER_PARAMETER_BOOL:
-          item = Ref::Borrow(*static_cast<const bool*>(value) ? Py_True : Py_False);
-          break;
-        case TRITONSERVER_PARAMETER_DOUBLE:
-          item = Ref(PyFloat_FromDouble(*static_cast<const double*>(value)));
-          break;
-        default:
-          continue;  // BYTES parameters are not exposed
-      }
-      if (!item || PyDict_SetItemString(dict.get(), name, item.get()) != 0) {
-        return nullptr;
-      }
-    }
-    return dict.release();
-  });
-}
-
-PyObject* HandleGetFinished(PyObject* self, void*) {
-  auto* h = reinterpret_cast<HandleObject*>(self);
-  return PyBool_FromLong(h->request != nullptr && h->request->finished());
-}
-
-void HandleDealloc(PyObject* self) {
-  auto* h = reinterpret_cast<HandleObject*>(self);
-  PyTypeObject* type = Py_TYPE(self);
-  if (h->request != nullptr) {
-    auto release = [h] {
-      FailLocked(h, TRITONSERVER_ERROR_INTERNAL,
-                 h->request->model().decoupled()
-                     ? "the model dropped the request's response sender "
-                       "without sending the final flag"
-                     : "the model sent no response for this request");
-      delete h->request;  // deletes its response factory
-      tb::detail::LogIfError(
-          TRITONBACKEND_RequestRelease(h->raw, TRITONSERVER_REQUEST_RELEASE_ALL),
-          "releasing a request");
-    };
-    if (PythonAlive()) {
-      NoGil unlocked;  // the release may run the requester's callbacks
-      release();
-    } else {
-      release();
-    }
-    delete h->mu;
-    h->request = nullptr;
-  }
-  type->tp_free(self);
-  Py_DECREF(type);
-}
-
-PyMethodDef kHandleMethods[] = {
-    {"send", HandleSend, METH_VARARGS,
-     "send(outputs, parameters=None, final=True): one response"},
-    {"fail", HandleFailMethod, METH_VARARGS,
-     "fail(code, message): end the request with an error"},
-    {"finish", HandleFinish, METH_NOARGS,
-     "finish(): the final flag of a decoupled request"},
-    {"is_cancelled", HandleIsCancelled, METH_NOARGS, nullptr},
-    {"inputs", HandleInputs, METH_NOARGS, nullptr},
-    {"id", HandleId, METH_NOARGS, nullptr},
-    {"correlation_id", HandleCorrelationId, METH_NOARGS, nullptr},
-    {"flags", HandleFlags, METH_NOARGS, nullptr},
-    {"timeout_us", HandleTimeout, METH_NOARGS, nullptr},
-    {"requested_outputs", HandleRequestedOutputs, METH_NOARGS, nullptr},
-    {"parameters", HandleParameters, METH_NOARGS, nullptr},
-    {nullptr, nullptr, 0, nullptr}};
-
-PyGetSetDef kHandleGetSet[] = {
-    {"finished", HandleGetFinished, nullptr, nullptr, nullptr},
-    {nullptr, nullptr, nullptr, nullptr, nullptr}};
-
-// ---- InputBuffer ----------------------------------------------------------------
-
-int InputGetBuffer(PyObject* self, Py_buffer* view, int flags) {
-  auto* b = reinterpret_cast<InputBufferObject*>(self);
-  if (b->owner == nullptr) {
-    PyErr_SetString(PyExc_BufferError, "not an input of the backend");
-    view->obj = nullptr;
-    return -1;
-  }
-  if (!tb::IsHostMemory(static_cast<TRITONSERVER_MemoryType>(b->memory_type))) {
-    PyErr_SetString(PyExc_BufferError,
-                    "this input is in device memory: read it through DLPack");
-    view->obj = nullptr;
-    return -1;
-  }
-  static char empty = 0;
-  void* data = const_cast<void*>(b->data != nullptr ? b->data : &empty);
-  return PyBuffer_FillInfo(view, self, data, b->size, /*readonly=*/1, flags);
-}
-
-void InputDealloc(PyObject* self) {
-  auto* b = reinterpret_cast<InputBufferObject*>(self);
-  PyTypeObject* type = Py_TYPE(self);
-  delete[] b->gathered;
-  Py_XDECREF(b->owner);  // may release the request
-  type->tp_free(self);
-  Py_DECREF(type);
-}
-
-PyObject* InputPtr(PyObject* self, void*) {
-  auto* b = reinterpret_cast<InputBufferObject*>(self);
-  return PyLong_FromVoidPtr(const_cast<void*>(b->data));
-}
-
-PyObject* InputSize(PyObject* self, void*) {
-  return PyLong_FromSsize_t(reinterpret_cast<InputBufferObject*>(self)->size);
-}
-
-PyGetSetDef kInputGetSet[] = {
-    {"ptr", InputPtr, nullptr, nullptr, nullptr},
-    {"size", InputSize, nullptr, nullptr, nullptr},
-    {nullptr, nullptr, nullptr, nullptr, nullptr}};
-
-PyObject* MakeType(const char* name, const char* doc, int basicsize,
-                   std::vector<PyType_Slot> slots) {
-  slots.push_back({Py_tp_doc, const_cast<char*>(doc)});
-  slots.push_back({0, nullptr});
-  // Python keeps pointers into the spec's strings and slots: keep them.
-  static std::vector<std::unique_ptr<std::vector<PyType_Slot>>> keep;
-  keep.push_back(std::make_unique<std::vector<PyType_Slot>>(std::move(slots)));
-  auto* spec = new PyType_Spec{name, basicsize, 0, Py_TPFLAGS_DEFAULT,
-                               keep.back()->data()};
-  return PyType_FromSpec(spec);
+      },
+      value);
 }
 
 }  // namespace
 
-PyObject* MakeHandleType() {
-  return MakeType("tritonserver._inprocess.RequestHandle",
-                  "One request of a batch, as the inprocess backend hands it "
-                  "to Python.",
-                  sizeof(HandleObject),
-                  {{Py_tp_dealloc, reinterpret_cast<void*>(HandleDealloc)},
-                   {Py_tp_methods, kHandleMethods},
-                   {Py_tp_getset, kHandleGetSet}});
-}
-
-PyObject* MakeInputBufferType() {
-  return MakeType("tritonserver._inprocess.InputBuffer",
-                  "An input tensor's data in the core's memory (read only).",
-                  sizeof(InputBufferObject),
-                  {{Py_tp_dealloc, reinterpret_cast<void*>(InputDealloc)},
-                   {Py_bf_getbuffer, reinterpret_cast<void*>(InputGetBuffer)},
-                   {Py_tp_getset, kInputGetSet}});
-}
-
-PyObject* NewHandle(TRITONBACKEND_Request* request, tb::Instance& instance,
-                    uint64_t exec_start, uint64_t compute_start) {
-  PyObject* obj = PyType_GenericAlloc(
-      reinterpret_cast<PyTypeObject*>(TheRuntime().handle_type), 0);
-  if (obj == nullptr) return nullptr;
-  auto* h = reinterpret_cast<HandleObject*>(obj);
-  h->raw = request;
-  h->exec_start = exec_start;
-  h->compute_start = compute_start;
-  h->reported = false;
-  try {
-    h->mu = new std::mutex();
-    h->request = new tb::Request(request, instance);
-  } catch (const std::bad_alloc&) {
-    delete h->mu;
-    h->mu = nullptr;
-    Py_DECREF(obj);  // request still null: the dealloc leaves the request alone
-    PyErr_NoMemory();
-    return nullptr;
+RequestHandle::~RequestHandle() {
+  if (owned_ == nullptr) return;  // the SDK's: released after Execute
+  auto release = [this] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!owned_->finished()) {
+      owned_->Fail(TRITONSERVER_ERROR_INTERNAL,
+                   owned_->model().decoupled()
+                       ? "the model dropped the request's response sender "
+                         "without sending the final flag"
+                       : "the model sent no response for this request");
+    }
+    owned_.reset();  // releases the request
+  };
+  if (pyinterop::PythonAlive() && PyGILState_Check()) {
+    py::gil_scoped_release unlocked;  // the release may run callbacks
+    release();
+  } else {
+    release();
   }
-  return obj;
 }
 
-bool HandleFinished(PyObject* handle) {
-  auto* h = reinterpret_cast<HandleObject*>(handle);
-  return h->request == nullptr || h->request->finished();
+void RequestHandle::FailIfOpen(TRITONSERVER_Error_Code code,
+                               const std::string& message) {
+  py::gil_scoped_release unlocked;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!request_->finished()) request_->Fail(code, message.c_str());
 }
 
-bool HandleFailed(PyObject* handle) {
-  auto* h = reinterpret_cast<HandleObject*>(handle);
-  return h->request == nullptr || h->request->failed();
-}
-
-uint64_t HandleBatchSize(PyObject* handle) {
-  auto* h = reinterpret_cast<HandleObject*>(handle);
-  uint64_t size = 1;
-  if (h->request != nullptr) {
-    TRITONSERVER_Error* error = tb::Guard([&] { size = h->request->batch_size(); });
-    tb::detail::LogIfError(error, "reading a request's batch size");
+void RequestHandle::Send(py::handle outputs, py::handle parameters,
+                         bool final) {
+  if (!PyList_Check(outputs.ptr()) && !PyTuple_Check(outputs.ptr())) {
+    throw tb::Error::InvalidArgument("outputs must be a list of Output");
   }
-  return size;
+  py::sequence items = py::reinterpret_borrow<py::sequence>(outputs);
+  std::vector<OutputItem> parsed(items.size());
+  for (size_t i = 0; i < parsed.size(); ++i) ParseOutput(items[i], parsed[i]);
+  const pyinterop::Parameters params = pyinterop::ParametersFromPython(
+      parameters, pyinterop::ParameterUse::kRequest);
+  {
+    py::gil_scoped_release unlocked;  // the copies, and the send's callbacks
+    std::lock_guard<std::mutex> lock(mutex_);
+    tb::Response response = request_->NewResponse();
+    for (const OutputItem& out : parsed) {
+      const auto size = static_cast<uint64_t>(out.data.view.len);
+      tb::OutputTensor tensor =
+          response.AddOutput(out.name, out.dtype, out.shape, size);
+      if (size != 0) std::memcpy(tensor.data(), out.data.view.buf, size);
+    }
+    for (const auto& [name, value] : params) {
+      SetParameter(response, name, value);
+    }
+    response.Send(final);
+  }
 }
 
-void HandleFail(PyObject* handle, TRITONSERVER_Error_Code code,
-                const std::string& message) {
-  HandleObject* h = Live(handle);
-  NoGil unlocked;
-  std::lock_guard<std::mutex> lock(*h->mu);
-  FailLocked(h, code, message.c_str());
+void RequestHandle::Fail(int code, const std::string& message) {
+  FailIfOpen(static_cast<TRITONSERVER_Error_Code>(code), message);
+}
+
+void RequestHandle::Finish() {
+  py::gil_scoped_release unlocked;
+  std::lock_guard<std::mutex> lock(mutex_);
+  request_->Finish();
+}
+
+bool RequestHandle::IsCancelled() {
+  py::gil_scoped_release unlocked;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !request_->finished() && request_->IsCancelled();
+}
+
+bool RequestHandle::finished() { return request_->finished(); }
+
+std::string RequestHandle::Id() { return request_->id(); }
+
+py::object RequestHandle::CorrelationId() {
+  const tb::CorrelationId id = request_->correlation_id();
+  if (id.is_string) return py::str(id.text);
+  return py::int_(id.number);
+}
+
+uint32_t RequestHandle::Flags() { return request_->flags(); }
+
+uint64_t RequestHandle::TimeoutUs() { return request_->timeout_us(); }
+
+py::tuple RequestHandle::RequestedOutputs() {
+  const std::vector<std::string> names = request_->RequestedOutputs();
+  py::tuple out(names.size());
+  for (size_t i = 0; i < names.size(); ++i) out[i] = py::str(names[i]);
+  return out;
+}
+
+py::dict RequestHandle::Parameters() {
+  TRITONBACKEND_Request* raw = request_->handle();
+  uint32_t count = 0;
+  tb::Check(TRITONBACKEND_RequestParameterCount(raw, &count));
+  pyinterop::Parameters params;
+  for (uint32_t i = 0; i < count; ++i) {
+    const char* name = nullptr;
+    TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
+    const void* value = nullptr;
+    tb::Check(TRITONBACKEND_RequestParameter(raw, i, &name, &type, &value));
+    if (auto read = pyinterop::ReadParameter(type, value)) {
+      params.emplace_back(name, std::move(*read));
+    }
+  }
+  return pyinterop::ParametersToPython(params);
+}
+
+py::tuple Inputs(py::object handle) {
+  const tb::Request& request = handle.cast<RequestHandle&>().request();
+  uint32_t count = 0;
+  tb::Check(TRITONBACKEND_RequestInputCount(request.handle(), &count));
+  py::tuple out(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    out[i] = py::cast(std::make_unique<Input>(handle, request.Input(i)));
+  }
+  return out;
+}
+
+void RegisterHandleTypes(py::module_& module) {
+  py::class_<RequestHandle>(module, "RequestHandle", py::module_local(),
+                            "One request of a batch, as the inprocess "
+                            "backend hands it to Python.")
+      .def("send", &RequestHandle::Send, py::arg("outputs"),
+           py::arg("parameters") = py::none(), py::arg("final") = true,
+           "One response: a list of Output, a dict of parameters or None.")
+      .def("fail", &RequestHandle::Fail, py::arg("code"), py::arg("message"),
+           "End the request with an error (nothing if it already ended).")
+      .def("finish", &RequestHandle::Finish,
+           "The final flag of a decoupled request, without a response.")
+      .def("is_cancelled", &RequestHandle::IsCancelled)
+      .def("inputs", &Inputs, "The inputs, as a tuple of Input.")
+      .def("id", &RequestHandle::Id)
+      .def("correlation_id", &RequestHandle::CorrelationId)
+      .def("flags", &RequestHandle::Flags)
+      .def("timeout_us", &RequestHandle::TimeoutUs)
+      .def("requested_outputs", &RequestHandle::RequestedOutputs)
+      .def("parameters", &RequestHandle::Parameters)
+      .def_property_readonly("finished", &RequestHandle::finished);
+  py::class_<Input>(module, "Input", py::buffer_protocol(), py::module_local(),
+                    "An input tensor of a request; its data (read only) "
+                    "through the buffer protocol.")
+      .def_property_readonly("name", &Input::name)
+      .def_property_readonly("datatype", &Input::datatype)
+      .def_property_readonly("shape", &Input::shape)
+      .def_property_readonly("memory_type", &Input::memory_type)
+      .def_property_readonly("memory_type_id", &Input::memory_type_id)
+      .def_property_readonly("data_ptr", &Input::data_ptr)
+      .def_property_readonly("byte_size", &Input::byte_size)
+      .def_buffer(&Input::Buffer);
 }
 
 }  // namespace inprocess

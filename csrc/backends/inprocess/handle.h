@@ -1,39 +1,74 @@
-// The Python objects the backend hands to tritonserver._inprocess:
+// The Python objects the inprocess backend hands to
+// tritonserver._inprocess (module tritonserver._inprocess._backend, typed in
+// python/tritonserver/_inprocess/_backend.pyi):
 //
 //  - RequestHandle: one request of a batch. Python reads its inputs and
-//    metadata and answers it through it (send, fail, finish). The request
-//    is released when the handle is garbage: after Execute for an ordinary
-//    request, later when Python kept it (a decoupled response sender, an
-//    input array kept past Execute). A handle that dies without a final
-//    response fails its request first.
-//  - InputBuffer: one input's data, zero copy (the buffer protocol, read
-//    only); it keeps its handle, so the data stays valid while any numpy
+//    metadata and answers it through it (send, fail, finish). During Execute
+//    it refers to the SDK's request; if Python still holds the handle when
+//    execute returns (a decoupled model's response sender, an input array
+//    kept past execute), Execute moves the request into it
+//    (tb::Requests::Keep), and the request is released when the handle is
+//    garbage.
+//  - Input: one input tensor (a typed record: name, datatype, shape, memory
+//    type), whose data is read zero copy through the buffer protocol (read
+//    only). It holds its handle, so the data stays valid while any numpy
 //    array over it lives.
 //
 // Locking: every core call that can run a callback (sending, releasing) is
-// made without the GIL; the per-handle mutex is only ever taken without the
-// GIL, so a callback that takes the GIL never waits on a thread that holds
-// the GIL and waits on the mutex.
+// made without the GIL; a handle's mutex is only ever taken without the GIL,
+// so a callback that takes the GIL never waits on a thread that holds the
+// GIL and waits on the mutex.
 #pragma once
 
-#include "runtime.h"
+#include <pybind11/pybind11.h>
+#include <tritonserver/backend.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
 
 namespace inprocess {
 
-PyObject* MakeHandleType();
-PyObject* MakeInputBufferType();
+namespace tb = tritonserver::backend;
+namespace py = pybind11;
 
-// A new RequestHandle owning `request` (it releases it); null with a Python
-// error set on failure (the request is then still the caller's).
-PyObject* NewHandle(TRITONBACKEND_Request* request, tb::Instance& instance,
-                    uint64_t exec_start, uint64_t compute_start);
+class RequestHandle {
+ public:
+  explicit RequestHandle(tb::Request& request) : request_(&request) {}
+  ~RequestHandle();
+  RequestHandle(const RequestHandle&) = delete;
+  RequestHandle& operator=(const RequestHandle&) = delete;
 
-// For Execute, with the GIL: whether the request got its final response,
-// and failing it (the GIL is released inside).
-bool HandleFinished(PyObject* handle);
-bool HandleFailed(PyObject* handle);
-uint64_t HandleBatchSize(PyObject* handle);
-void HandleFail(PyObject* handle, TRITONSERVER_Error_Code code,
-                const std::string& message);
+  // For Execute, with the GIL.
+  tb::Request& request() const { return *request_; }
+  void Own(std::unique_ptr<tb::Request> kept) { owned_ = std::move(kept); }
+  // Fails the request unless it finished (the GIL is released inside).
+  void FailIfOpen(TRITONSERVER_Error_Code code, const std::string& message);
+
+  // Python methods (with the GIL).
+  void Send(py::handle outputs, py::handle parameters, bool final);
+  void Fail(int code, const std::string& message);
+  void Finish();
+  bool IsCancelled();
+  bool finished();
+  std::string Id();
+  py::object CorrelationId();
+  uint32_t Flags();
+  uint64_t TimeoutUs();
+  py::tuple RequestedOutputs();
+  py::dict Parameters();
+
+ private:
+  tb::Request* request_;
+  std::unique_ptr<tb::Request> owned_;  // set once kept past Execute
+  std::mutex mutex_;
+};
+
+// Adds RequestHandle and Input to `module`.
+void RegisterHandleTypes(py::module_& module);
+
+// The inputs of the request behind `handle` (a RequestHandle), as a tuple
+// of Input records.
+py::tuple Inputs(py::object handle);
 
 }  // namespace inprocess

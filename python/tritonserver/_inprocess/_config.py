@@ -25,12 +25,7 @@ def type_name(data_type: Any) -> str:
     if isinstance(data_type, DataType):
         found = data_type
     elif isinstance(data_type, str):
-        name = data_type.upper().replace("TYPE_", "", 1)
-        if name == "STRING":
-            name = "BYTES"
-        if name not in DataType.__members__ or name == "INVALID":
-            raise InvalidArgumentError(f"unknown data type {data_type!r}")
-        found = DataType[name]
+        found = dt.from_config_name(data_type)
     elif data_type in (bytes, str, object):
         found = DataType.BYTES
     else:
@@ -38,7 +33,7 @@ def type_name(data_type: Any) -> str:
             found = dt.from_numpy_dtype(np.dtype(data_type))
         except TypeError:
             raise InvalidArgumentError(f"unknown data type {data_type!r}") from None
-    return "TYPE_STRING" if found == DataType.BYTES else f"TYPE_{found.name}"
+    return dt.to_config_name(found)
 
 
 def _tensors(kind: str, specs: Any) -> list[dict]:

@@ -7,26 +7,29 @@ from __future__ import annotations
 
 import json
 
+from tritonserver import _datatypes as dt
 from tritonserver._enums import DataType
-from tritonserver._errors import InternalError, error_from_code  # noqa: F401 (the backend's)
+from tritonserver._errors import InternalError, TritonError, code_of, error_from_code, summary
 from tritonserver._inprocess import _loader
-from tritonserver._inprocess._errors import describe_error, failure  # noqa: F401
 from tritonserver._inprocess._model import ModelInstance, PythonModel
 from tritonserver._inprocess._request import ModelRequest, send
-from tritonserver import _datatypes as dt
-
-_TYPE_ALIASES = {"STRING": "BYTES"}
 
 
 def _output_specs(config: dict) -> dict[str, tuple]:
     """name -> (datatype, numpy dtype or None) of the declared outputs."""
     specs = {}
     for output in config.get("output", []):
-        type_name = output.get("data_type", "TYPE_INVALID").replace("TYPE_", "", 1)
-        data_type = DataType[_TYPE_ALIASES.get(type_name, type_name)]
+        data_type = dt.from_config_name(output.get("data_type", "TYPE_INVALID"))
         dtype = None if data_type in (DataType.BYTES, DataType.BF16) else dt.to_numpy_dtype(data_type)
         specs[output["name"]] = (int(data_type), dtype)
     return specs
+
+
+def failure(model_name: str, hook: str, error: BaseException) -> tuple[int, str]:
+    """(code, message) for an exception a model's hook raised."""
+    if isinstance(error, TritonError) and hook != "execute":
+        return code_of(error), f"model '{model_name}': {hook}: {error}"
+    return code_of(error), f"model '{model_name}': {hook} raised {summary(error)}"
 
 
 class LoadedModel:
@@ -142,4 +145,4 @@ def _fail_open(handles: list, code: int, message: str) -> None:
 
 
 def _internal(message: str) -> tuple[int, str]:
-    return describe_error(InternalError(message))
+    return code_of(InternalError(message)), message

@@ -7,7 +7,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from tritonserver import _datatypes as dt
-from tritonserver._enums import DataType, MemoryType
+from tritonserver._enums import DataType, MemoryType, RequestFlag
 from tritonserver._errors import InvalidArgumentError, UnsupportedError
 from tritonserver._inprocess._response import ModelResponse, convert_outputs, error_parts
 from tritonserver._tensor import MemoryBuffer, Tensor, _deserialize_bytes
@@ -16,25 +16,25 @@ _NUMPY_BY_TYPE = {int(t): dt.to_numpy_dtype(t) for t in DataType
                   if t not in (DataType.INVALID, DataType.BYTES, DataType.BF16)}
 _BYTES = int(DataType.BYTES)
 _HOST = (int(MemoryType.CPU), int(MemoryType.CPU_PINNED))
-FLAG_SEQUENCE_START = 1
-FLAG_SEQUENCE_END = 2
 
 
-def _input_value(data_type: int, shape: tuple, buffer: Any, memory_type: int,
-                 memory_type_id: int) -> Any:
-    if memory_type in _HOST:
+def _input_value(record: Any) -> Any:
+    """A numpy view of an input (an Input of the backend), or a Tensor for
+    one in device memory or of a type numpy lacks."""
+    data_type, shape = record.datatype, record.shape
+    if record.memory_type in _HOST:
         dtype = _NUMPY_BY_TYPE.get(data_type)
         if dtype is not None:
-            return np.frombuffer(buffer, dtype).reshape(shape)
+            return np.frombuffer(record, dtype).reshape(shape)
         if data_type == _BYTES:
             count = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
-            items = _deserialize_bytes(memoryview(buffer), count)
+            items = _deserialize_bytes(memoryview(record), count)
             out = np.empty(len(items), dtype=object)
             out[:] = items
             return out.reshape(shape)
     return Tensor(DataType(data_type), shape,
-                  MemoryBuffer(buffer.ptr, MemoryType(memory_type), memory_type_id,
-                               buffer.size, buffer))
+                  MemoryBuffer(record.data_ptr, MemoryType(record.memory_type),
+                               record.memory_type_id, record.byte_size, record))
 
 
 class ModelRequest:
@@ -59,8 +59,7 @@ class ModelRequest:
     @property
     def inputs(self) -> dict[str, Any]:
         if self._inputs is None:
-            self._inputs = {name: _input_value(t, shape, buf, mt, mid)
-                            for name, t, shape, buf, mt, mid in self._handle.inputs()}
+            self._inputs = {record.name: _input_value(record) for record in self._handle.inputs()}
         return self._inputs
 
     @property
@@ -82,11 +81,11 @@ class ModelRequest:
 
     @property
     def sequence_start(self) -> bool:
-        return bool(self._handle.flags() & FLAG_SEQUENCE_START)
+        return bool(self._handle.flags() & RequestFlag.SEQUENCE_START)
 
     @property
     def sequence_end(self) -> bool:
-        return bool(self._handle.flags() & FLAG_SEQUENCE_END)
+        return bool(self._handle.flags() & RequestFlag.SEQUENCE_END)
 
     @property
     def requested_outputs(self) -> tuple[str, ...]:

@@ -1,20 +1,30 @@
 """ModelResponse, and turning what a model returns into what the backend
-sends: ``(name, datatype, shape, buffer)`` per output."""
+sends: an Output per output."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
 from tritonserver import _datatypes as dt
 from tritonserver._enums import DataType, MemoryType
-from tritonserver._errors import InvalidArgumentError, TritonError, UnsupportedError
+from tritonserver._errors import InvalidArgumentError, TritonError, UnsupportedError, code_of
 from tritonserver._tensor import Tensor, _bytes_tensor
 
 _BYTES = int(DataType.BYTES)
 _BF16 = int(DataType.BF16)
 _TYPE_OF_DTYPE = dt.data_type_by_dtype()  # numpy dtype -> int
+
+
+class Output(NamedTuple):
+    """One output as the backend's ``RequestHandle.send`` takes it (the
+    backend reads the fields by position and checks them at load)."""
+
+    name: str
+    datatype: int
+    shape: tuple[int, ...]
+    data: Any  # a C-contiguous buffer of exactly the tensor's bytes
 
 
 class ModelResponse:
@@ -44,7 +54,7 @@ class ModelResponse:
 
 
 def convert_outputs(model: Any, outputs: Any) -> list:
-    """[(name, datatype, shape, buffer)] for the backend, checked against the
+    """[Output] for the backend, checked against the
     model's declared outputs (``model.outputs``: name -> (type, numpy dtype))."""
     if not isinstance(outputs, dict):
         raise InvalidArgumentError(
@@ -66,7 +76,7 @@ def convert_outputs(model: Any, outputs: Any) -> list:
     return items
 
 
-def _convert(name: str, value: Any, spec: tuple) -> tuple:
+def _convert(name: str, value: Any, spec: tuple) -> Output:
     data_type, dtype = spec
     if type(value) is np.ndarray:
         array = value
@@ -75,7 +85,7 @@ def _convert(name: str, value: Any, spec: tuple) -> tuple:
             raise UnsupportedError(f"output {name!r} is in device memory; outputs must be "
                                    "in host memory")
         if value.data_type == DataType.BYTES:
-            return (name, _BYTES, tuple(value.shape), value.memory_buffer._view())
+            return Output(name, _BYTES, tuple(value.shape), value.memory_buffer._view())
         array = np.from_dlpack(value)
     elif hasattr(value, "__dlpack__"):
         try:
@@ -91,7 +101,7 @@ def _convert(name: str, value: Any, spec: tuple) -> tuple:
             raise InvalidArgumentError(
                 f"output {name!r} is {DataType(data_type).name}, not text or bytes")
         tensor = _bytes_tensor(array)
-        return (name, _BYTES, array.shape, tensor.memory_buffer.owner)
+        return Output(name, _BYTES, array.shape, tensor.memory_buffer.owner)
     if dtype is None:  # BF16: two bytes per element, as given
         if array.dtype.itemsize != 2:
             raise InvalidArgumentError(f"output {name!r} is BF16: give 2-byte elements")
@@ -103,13 +113,11 @@ def _convert(name: str, value: Any, spec: tuple) -> tuple:
         array = array.astype(dtype)
     if not array.flags.c_contiguous:
         array = np.ascontiguousarray(array)
-    return (name, data_type, array.shape, array)
+    return Output(name, data_type, array.shape, array)
 
 
 def error_parts(error: Any) -> tuple[int, str]:
     """(code, message) of an exception or a message given as a response error."""
-    from tritonserver._inprocess._errors import code_of
-
     if isinstance(error, BaseException):
         return code_of(error), (str(error) or type(error).__name__)
     return code_of(None), str(error)

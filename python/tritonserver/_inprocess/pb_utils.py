@@ -37,7 +37,7 @@ class TritonError(Exception):
         self._code = code
 
     @property
-    def _triton_code(self) -> int:  # read by tritonserver._inprocess._errors
+    def _triton_code(self) -> int:  # read by tritonserver._errors.code_of
         from tritonserver._c import triton_bindings as _bindings
 
         names = ("UNKNOWN", "INTERNAL", "NOT_FOUND", "INVALID_ARG", "UNAVAILABLE",
@@ -57,10 +57,8 @@ class TritonModelException(TritonError):
 
 
 def triton_string_to_numpy(triton_type: str) -> Any:
-    name = triton_type.replace("TYPE_", "", 1)
-    if name in ("STRING", "BYTES"):
-        return np.object_
-    return dt.to_numpy_dtype(DataType[name]).type
+    data_type = dt.from_config_name(triton_type)
+    return np.object_ if data_type == DataType.BYTES else dt.to_numpy_dtype(data_type).type
 
 
 def numpy_to_triton_type(data_type: Any) -> Optional[int]:

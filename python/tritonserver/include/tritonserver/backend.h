@@ -120,18 +120,27 @@ struct Access {
   }
 
   static std::unique_ptr<Requests> MakeRequests(
-      Instance& instance, TRITONBACKEND_Request** requests, uint32_t count) {
-    return std::unique_ptr<Requests>(new Requests(instance, requests, count));
+      Instance& instance, TRITONBACKEND_Request** requests, uint32_t count,
+      uint64_t exec_start) {
+    return std::unique_ptr<Requests>(
+        new Requests(instance, requests, count, exec_start));
   }
-  static std::vector<Request>& All(Requests& r) { return r.all_; }
+  static std::vector<std::unique_ptr<Request>>& All(Requests& r) {
+    return r.all_;
+  }
   static std::vector<Request*>& Active(Requests& r) { return r.active_; }
+  static void SetCallStart(Requests& r, uint64_t t) { r.call_start_ns_ = t; }
   static uint64_t ComputeStart(const Requests& r) {
     return r.compute_start_ns_;
   }
   static uint64_t ComputeEnd(const Requests& r) { return r.compute_end_ns_; }
-  static uint64_t ComputeStart(const Request& r) { return r.compute_start_ns_; }
-  static uint64_t ComputeEnd(const Request& r) { return r.compute_end_ns_; }
-  static uint64_t FinishNs(const Request& r) { return r.finish_ns_; }
+  static uint64_t KeptBatchSize(const Requests& r) {
+    return r.kept_batch_size_;
+  }
+  static std::pair<uint64_t, uint64_t> Report(const Request& r, uint64_t start,
+                                              uint64_t end) {
+    return r.ReportStatistics(start, end);
+  }
 };
 
 inline void CheckApiVersion(TRITONBACKEND_Backend* backend) {
@@ -261,16 +270,22 @@ inline TRITONSERVER_Error* InstanceFinalize(
   return error;
 }
 
-// Answers, reports and releases each request once Execute is done.
+// Answers, reports and releases each request the backend did not keep,
+// once Execute is done, and reports the batch.
 inline void Complete(Instance& instance, Requests& batch, uint64_t exec_start,
                      uint64_t call_start, uint64_t call_end,
                      const std::optional<Error>& thrown) noexcept {
-  const uint64_t batch_start = Access::ComputeStart(batch);
-  const uint64_t batch_end = Access::ComputeEnd(batch);
-  uint64_t batch_size = 0;
-  uint64_t first_compute = 0;
-  uint64_t last_compute = 0;
-  for (Request& request : Access::All(batch)) {
+  const uint64_t start =
+      Access::ComputeStart(batch) ? Access::ComputeStart(batch) : call_start;
+  const uint64_t end =
+      Access::ComputeEnd(batch) ? Access::ComputeEnd(batch) : call_end;
+  // Kept requests count as computed over the whole call.
+  uint64_t batch_size = Access::KeptBatchSize(batch);
+  uint64_t first_compute = batch_size > 0 ? start : 0;
+  uint64_t last_compute = batch_size > 0 ? end : 0;
+  for (std::unique_ptr<Request>& owned : Access::All(batch)) {
+    if (owned == nullptr) continue;  // kept by the backend
+    Request& request = *owned;
     if (!request.finished()) {
       if (thrown.has_value()) {
         request.Fail(*thrown);
@@ -280,24 +295,9 @@ inline void Complete(Instance& instance, Requests& batch, uint64_t exec_start,
                      "final response for this request");
       }
     }
-    const uint64_t end = Access::FinishNs(request);
-    uint64_t compute_start = Access::ComputeStart(request);
-    if (compute_start == 0)
-      compute_start = batch_start ? batch_start : call_start;
-    uint64_t compute_end = Access::ComputeEnd(request);
-    if (compute_end == 0) {
-      compute_end = batch_end ? batch_end : (end < call_end ? end : call_end);
-    }
-    // exec_start <= compute_start <= compute_end <= end, whatever was marked.
-    if (compute_start < exec_start) compute_start = exec_start;
-    if (compute_end > end) compute_end = end;
-    if (compute_start > compute_end) compute_start = compute_end;
-    const bool success = !request.failed();
-    LogIfError(TRITONBACKEND_ModelInstanceReportStatistics(
-                   instance.handle(), request.handle(), success, exec_start,
-                   compute_start, compute_end, end),
-               "reporting request statistics");
-    if (success) {
+    const auto [compute_start, compute_end] =
+        Access::Report(request, start, end);
+    if (!request.failed()) {
       uint64_t size = 1;
       TRITONSERVER_Error* error = Guard([&] { size = request.batch_size(); });
       LogIfError(error, "reading a request's batch size");
@@ -333,24 +333,25 @@ inline TRITONSERVER_Error* InstanceExecute(TRITONBACKEND_ModelInstance* handle,
         if (instance == nullptr) {
           throw Error::Internal("the instance was not initialized by this SDK");
         }
-        batch = Access::MakeRequests(*instance, requests, count);
+        batch = Access::MakeRequests(*instance, requests, count, exec_start);
       })) {
     return error;
   }
   // From here on the requests are ours; nothing below throws.
-  for (Request& request : Access::All(*batch)) {
+  for (std::unique_ptr<Request>& request : Access::All(*batch)) {
     bool cancelled = false;
-    LogIfError(TRITONBACKEND_RequestIsCancelled(request.handle(), &cancelled),
+    LogIfError(TRITONBACKEND_RequestIsCancelled(request->handle(), &cancelled),
                "checking for cancellation");
     if (cancelled) {
-      request.Fail(TRITONSERVER_ERROR_CANCELLED,
-                   "the request was cancelled before it was executed");
+      request->Fail(TRITONSERVER_ERROR_CANCELLED,
+                    "the request was cancelled before it was executed");
     } else {
-      Access::Active(*batch).push_back(&request);  // reserved: cannot throw
+      Access::Active(*batch).push_back(request.get());  // reserved: no throw
     }
   }
   std::optional<Error> thrown;
   const uint64_t call_start = NowNs();
+  Access::SetCallStart(*batch, call_start);
   if (!batch->empty()) {
     if (TRITONSERVER_Error* error = Guard(
             [&] { instance->model().backend().Execute(*instance, *batch); })) {

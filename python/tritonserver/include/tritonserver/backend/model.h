@@ -130,7 +130,8 @@ class Model : public WithState {
     TRITONSERVER_Message* message = nullptr;
     Check(TRITONBACKEND_ModelConfig(model, 1, &message));
     detail::MessagePtr owned(message);
-    config_ = Json::Parse(detail::MessageJson(message));
+    config_text_ = detail::MessageJson(message);
+    config_ = Json::Parse(config_text_);
     const Json& max_batch = config_["max_batch_size"];
     max_batch_size_ = max_batch.is_null() ? 0 : max_batch.AsInt();
     const Json& decoupled = config_["model_transaction_policy"]["decoupled"];
@@ -143,8 +144,10 @@ class Model : public WithState {
   Backend& backend() const { return *backend_; }
   const std::string& name() const { return name_; }
   uint64_t version() const { return version_; }
-  // The model configuration (config.pbtxt, completed by the core) as JSON.
+  // The model configuration (config.pbtxt, completed by the core) as JSON,
+  // parsed and as the core's text (64-bit numbers as strings).
   const Json& config() const { return config_; }
+  const std::string& config_text() const { return config_text_; }
   // > 0: requests are batched along their first dimension.
   int64_t max_batch_size() const { return max_batch_size_; }
   bool batching() const { return max_batch_size_ > 0; }
@@ -175,6 +178,7 @@ class Model : public WithState {
   Backend* backend_;
   std::string name_;
   uint64_t version_ = 0;
+  std::string config_text_;
   Json config_;
   int64_t max_batch_size_ = 0;
   bool decoupled_ = false;

@@ -4,6 +4,14 @@
 // Request::Finish / Request::Fail) and the SDK reports its statistics and
 // releases it, exactly once, when Execute returns. A request left without a
 // final response is failed by the SDK.
+//
+// A request may also outlive Execute (a decoupled model answering from
+// another thread later, or a backend whose caller still reads the request's
+// input buffers): Requests::Keep hands it over to the backend, which then
+// owns it as a std::unique_ptr<Request>. The SDK no longer answers or
+// releases a kept request; it reports its statistics when its final
+// response is sent, and destroying the kept Request releases it (failing it
+// first if it never got a final response).
 #pragma once
 
 #include <cstdint>
@@ -173,31 +181,31 @@ class Response {
   TRITONBACKEND_Response* handle_;
 };
 
-// One request of a batch. Valid only during the Execute that received it;
-// not thread-safe (a backend may hand it to a helper thread that Execute
-// waits for).
+// One request of a batch. Valid during the Execute that received it, or
+// for as long as the backend owns it after Requests::Keep. Not thread-safe:
+// one thread at a time uses it (a backend may hand it to a helper thread
+// that Execute waits for, or guard a kept request with its own mutex).
 class Request {
  public:
   Request(TRITONBACKEND_Request* request, Instance& instance)
       : handle_(request), instance_(&instance) {}
-  Request(Request&& other) noexcept
-      : handle_(other.handle_),
-        instance_(other.instance_),
-        factory_(other.factory_),
-        finished_(other.finished_),
-        failed_(other.failed_),
-        finish_ns_(other.finish_ns_),
-        compute_start_ns_(other.compute_start_ns_),
-        compute_end_ns_(other.compute_end_ns_) {
-    other.factory_ = nullptr;
-  }
-  Request& operator=(Request&&) = delete;
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
+  // A kept request (Requests::Keep) is failed if it got no final response,
+  // then released.
   ~Request() {
+    if (kept_ && !finished_) {
+      Fail(TRITONSERVER_ERROR_INTERNAL,
+           "the backend let go of the request without a final response");
+    }
     if (factory_ != nullptr) {
       detail::LogIfError(TRITONBACKEND_ResponseFactoryDelete(factory_),
                          "deleting a response factory");
+    }
+    if (kept_) {
+      detail::LogIfError(TRITONBACKEND_RequestRelease(
+                             handle_, TRITONSERVER_REQUEST_RELEASE_ALL),
+                         "releasing a request");
     }
   }
 
@@ -421,6 +429,7 @@ class Request {
 
  private:
   friend class Response;
+  friend class Requests;
   friend struct detail::Access;
 
   const char* HostPolicy() const {
@@ -467,6 +476,28 @@ class Request {
     finished_ = true;
     failed_ = failed;
     finish_ns_ = detail::NowNs();
+    // A kept request reports its statistics now: the batch that received
+    // it may be long gone.
+    if (kept_) ReportStatistics(default_start_ns_, finish_ns_);
+  }
+
+  // Reports the statistics of this finished request to the core. Unmarked
+  // compute times default to `start` and `end` (capped by the request's own
+  // end), so that exec start <= compute start <= compute end <= end.
+  // Returns the compute start and end it reported.
+  std::pair<uint64_t, uint64_t> ReportStatistics(uint64_t start,
+                                                 uint64_t end) const noexcept {
+    uint64_t compute_start = compute_start_ns_ ? compute_start_ns_ : start;
+    uint64_t compute_end = compute_end_ns_ ? compute_end_ns_ : end;
+    if (compute_end > finish_ns_) compute_end = finish_ns_;
+    if (compute_start < exec_start_ns_) compute_start = exec_start_ns_;
+    if (compute_start > compute_end) compute_start = compute_end;
+    detail::LogIfError(TRITONBACKEND_ModelInstanceReportStatistics(
+                           instance_->handle(), handle_, !failed_,
+                           exec_start_ns_, compute_start, compute_end,
+                           finish_ns_),
+                       "reporting request statistics");
+    return {compute_start, compute_end};
   }
 
   TRITONBACKEND_Request* handle_;
@@ -474,10 +505,15 @@ class Request {
   TRITONBACKEND_ResponseFactory* factory_ = nullptr;
   bool finished_ = false;
   bool failed_ = false;
+  bool kept_ = false;
   uint64_t finish_ns_ = 0;
   uint64_t compute_start_ns_ = 0;
   uint64_t compute_end_ns_ = 0;
+  uint64_t exec_start_ns_ = 0;    // when the core handed over its batch
+  uint64_t default_start_ns_ = 0;  // compute start when none was marked
 };
+
+
 
 inline void Response::Send(bool final) {
   RequireOpen();
@@ -549,21 +585,64 @@ class Requests {
   void MarkComputeStart() { compute_start_ns_ = detail::NowNs(); }
   void MarkComputeEnd() { compute_end_ns_ = detail::NowNs(); }
 
+  // Hands `request` over to the backend, for it to outlive this Execute
+  // (see the top of this file). The batch forgets it: it is no longer
+  // iterated, answered, reported or released by the SDK. The returned
+  // Request stays valid until the backend destroys it, which releases it
+  // (failing it first if it got no final response); its statistics are
+  // reported when its final response is sent (at once if it was already).
+  // Call it during Execute only.
+  std::unique_ptr<Request> Keep(Request& request) {
+    for (auto& owned : all_) {
+      if (owned.get() != &request) continue;
+      std::unique_ptr<Request> kept = std::move(owned);
+      for (auto it = active_.begin(); it != active_.end(); ++it) {
+        if (*it == &request) {
+          active_.erase(it);
+          break;
+        }
+      }
+      if (!kept->failed()) {
+        uint64_t size = 1;
+        detail::LogIfError(
+            Guard([&] { size = kept->batch_size(); }),
+            "reading a request's batch size");
+        kept_batch_size_ += size;
+      }
+      kept->kept_ = true;
+      kept->default_start_ns_ =
+          compute_start_ns_ ? compute_start_ns_ : call_start_ns_;
+      if (kept->finished()) {
+        kept->ReportStatistics(kept->default_start_ns_, kept->finish_ns_);
+      }
+      return kept;
+    }
+    throw Error::InvalidArgument(
+        "Requests::Keep: the request is not (or no longer) in this batch");
+  }
+
  private:
   friend struct detail::Access;
-  Requests(Instance& instance, TRITONBACKEND_Request** requests, uint32_t count)
+  Requests(Instance& instance, TRITONBACKEND_Request** requests, uint32_t count,
+           uint64_t exec_start)
       : instance_(&instance) {
-    all_.reserve(count);  // never reallocated: Responses point into it
+    all_.reserve(count);
     active_.reserve(count);
-    for (uint32_t i = 0; i < count; ++i)
-      all_.emplace_back(requests[i], instance);
+    for (uint32_t i = 0; i < count; ++i) {
+      all_.push_back(std::make_unique<Request>(requests[i], instance));
+      all_.back()->exec_start_ns_ = exec_start;
+    }
   }
 
   Instance* instance_;
-  std::vector<Request> all_;
+  // Heap objects, so a Response or a kept owner never sees one move; a
+  // kept request's slot is null.
+  std::vector<std::unique_ptr<Request>> all_;
   std::vector<Request*> active_;  // what Execute sees
   uint64_t compute_start_ns_ = 0;
   uint64_t compute_end_ns_ = 0;
+  uint64_t call_start_ns_ = 0;   // when Execute was called
+  uint64_t kept_batch_size_ = 0;  // of the kept requests not failed
 };
 
 }  // namespace tritonserver::backend
