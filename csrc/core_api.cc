@@ -20,7 +20,7 @@ void LoadCore(const std::string& path) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_loaded) {
     if (path == g_path) return;
-    throw TritonError(TRITONSERVER_ERROR_ALREADY_EXISTS,
+    throw Error(TRITONSERVER_ERROR_ALREADY_EXISTS,
                       "a Triton core is already loaded from " + g_path +
                           "; one process can use only one core");
   }
@@ -30,7 +30,7 @@ void LoadCore(const std::string& path) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
-    throw TritonError(TRITONSERVER_ERROR_UNAVAILABLE,
+    throw Error(TRITONSERVER_ERROR_UNAVAILABLE,
                       "cannot load the Triton core " + path + ": " +
                           (why ? why : "unknown dlopen error"));
   }
@@ -41,7 +41,7 @@ void LoadCore(const std::string& path) {
   if (api.TRITONSERVER_ApiVersion == nullptr ||
       api.TRITONSERVER_ServerNew == nullptr ||
       api.TRITONSERVER_ErrorMessage == nullptr) {
-    throw TritonError(TRITONSERVER_ERROR_UNAVAILABLE,
+    throw Error(TRITONSERVER_ERROR_UNAVAILABLE,
                       path + " does not export the Triton server C API");
   }
   g_api = api;
@@ -64,7 +64,7 @@ const CoreApi& Core() {
   // caller can hold a handle; reading it unlocked afterwards is safe enough
   // for a flag that never goes back.
   if (!g_loaded) {
-    throw TritonError(TRITONSERVER_ERROR_UNAVAILABLE,
+    throw Error(TRITONSERVER_ERROR_UNAVAILABLE,
                       "the Triton core is not loaded yet");
   }
   return g_api;
@@ -96,7 +96,7 @@ bool ForgetFunction(const std::string& name) {
 }
 
 void ThrowMissingFunction(const char* name) {
-  throw TritonError(TRITONSERVER_ERROR_UNSUPPORTED,
+  throw Error(TRITONSERVER_ERROR_UNSUPPORTED,
                     std::string(name) + " is not available in the loaded " +
                         "Triton core (" + g_path + "); a newer core is needed");
 }

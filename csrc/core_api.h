@@ -17,7 +17,7 @@ struct CoreApi {
 #undef X
 };
 
-// Opens the core at `path` and fills the table; throws TritonError on
+// Opens the core at `path` and fills the table; throws Error on
 // failure. Loading the same path again is a no-op; another path is refused.
 void LoadCore(const std::string& path);
 bool CoreLoaded();

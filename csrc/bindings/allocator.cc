@@ -124,7 +124,7 @@ TRITONSERVER_ResponseAllocator* DefaultAllocator() {
         &allocator, AllocHost, ReleaseHost, /*start_fn=*/nullptr));
   });
   if (allocator == nullptr) {
-    throw TritonError(TRITONSERVER_ERROR_INTERNAL,
+    throw Error(TRITONSERVER_ERROR_INTERNAL,
                       "the response allocator could not be created");
   }
   return allocator;

@@ -10,7 +10,7 @@
 
 #include <vector>
 
-#include "bindings/gil.h"
+#include "pyinterop/ref.h"
 #include "dlpack/dlpack.h"
 
 namespace py = pybind11;
@@ -24,17 +24,12 @@ constexpr const char* kUsedCapsuleName = "used_dltensor";
 struct ExportContext {
   DLManagedTensor managed{};
   std::vector<int64_t> shape;
-  PyObject* owner = nullptr;
+  // Consumers may call the deleter from any thread, with or without the GIL.
+  pyinterop::OwnedRef owner;
 };
 
 void DeleteExport(DLManagedTensor* self) {
-  auto* ctx = static_cast<ExportContext*>(self->manager_ctx);
-  {
-    // Consumers may call the deleter from any thread, with or without the GIL.
-    GilFromAnyThread gil;
-    if (gil.held()) Py_XDECREF(ctx->owner);
-  }
-  delete ctx;
+  delete static_cast<ExportContext*>(self->manager_ctx);
 }
 
 // Called when an unconsumed capsule is garbage collected.
@@ -49,7 +44,7 @@ py::capsule ToDlpack(uintptr_t data, const std::vector<int64_t>& shape, int code
                      int device_type, int device_id, py::object owner) {
   auto* ctx = new ExportContext();
   ctx->shape = shape;
-  ctx->owner = owner.release().ptr();
+  ctx->owner = pyinterop::OwnedRef(std::move(owner));
   DLTensor& t = ctx->managed.dl_tensor;
   t.data = reinterpret_cast<void*>(data);
   t.device = DLDevice{static_cast<DLDeviceType>(device_type), device_id};

@@ -16,7 +16,7 @@ namespace tritonpy {
 
 LoopNotifier::LoopNotifier() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   if (fd_ < 0) {
-    throw TritonError(TRITONSERVER_ERROR_INTERNAL,
+    throw Error(TRITONSERVER_ERROR_INTERNAL,
                       std::string("eventfd failed: ") + std::strerror(errno));
   }
 }
@@ -51,8 +51,8 @@ std::vector<uint64_t> LoopNotifier::Take() {
 void RegisterLoopNotifier(py::module_& m) {
   py::class_<LoopNotifier, std::shared_ptr<LoopNotifier>>(m, "LoopNotifier")
       .def(py::init<>())
-      .def("fd", &LoopNotifier::fd)
-      .def("take", &LoopNotifier::Take);
+      .def("fd", &LoopNotifier::fd, "The eventfd the loop watches.")
+      .def("take", &LoopNotifier::Take, "The tokens notified since the last call.");
 }
 
 }  // namespace tritonpy

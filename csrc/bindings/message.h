@@ -1,4 +1,4 @@
-// TRITONSERVER_Message to a JSON string, deleting the message.
+// A core query that answers with a TRITONSERVER_Message, as its JSON text.
 #pragma once
 
 #include <string>
@@ -8,7 +8,12 @@
 
 namespace tritonpy {
 
-inline std::string TakeMessageJson(TRITONSERVER_Message* message) {
+// Runs `query(&message)` (a core call filling a new message) and returns the
+// message's JSON, deleting the message.
+template <typename Query>
+std::string MessageJson(Query&& query) {
+  TRITONSERVER_Message* message = nullptr;
+  Check(query(&message));
   struct Deleter {
     TRITONSERVER_Message* m;
     ~Deleter() { ErrorPtr ignored(Core().TRITONSERVER_MessageDelete(m)); }

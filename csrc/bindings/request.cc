@@ -4,7 +4,6 @@
 
 #include "bindings/allocator.h"
 #include "bindings/errors.h"
-#include "bindings/gil.h"
 #include "core_api.h"
 
 namespace py = pybind11;
@@ -14,34 +13,28 @@ namespace tritonpy {
 Request::Request(const Server& server, std::string model, int64_t version)
     : server_(server.Handle()), model_(std::move(model)), version_(version) {}
 
-Request::~Request() {
-  DropOwners();
-  if (allocator_) {  // may die on a core thread (OnRelease): with the GIL
-    GilFromAnyThread gil;
-    if (gil.held()) {
-      allocator_ = py::object();
-    } else {
-      allocator_.release();
-    }
-  }
-}
+// A request may die on a core thread (OnRelease): the owned references take
+// the GIL to drop their objects.
+Request::~Request() = default;
 
 void Request::Unsent() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (sent_) {
-    throw TritonError(TRITONSERVER_ERROR_INVALID_ARG,
-                      "an inference request cannot change after it was sent");
+    throw Error(TRITONSERVER_ERROR_INVALID_ARG,
+                "an inference request cannot change after it was sent");
   }
 }
 
-void Request::SetParameter(std::string key, Parameter value) {
+void Request::SetParameters(const pyinterop::PyParameters& parameters) {
   Unsent();
-  parameters_.emplace_back(std::move(key), std::move(value));
+  pyinterop::Parameters parsed =
+      pyinterop::ParametersFromPython(parameters, pyinterop::ParameterUse::kRequest);
+  for (auto& item : parsed) parameters_.push_back(std::move(item));
 }
 
 void Request::SetAllocator(py::object allocator, int preferred_type, int64_t preferred_id) {
   Unsent();
-  allocator_ = std::move(allocator);
+  allocator_ = pyinterop::OwnedRef(std::move(allocator));
   preferred_type_ = preferred_type;
   preferred_id_ = preferred_id;
 }
@@ -51,20 +44,17 @@ void Request::AddInput(Input input, py::object owner) {
   inputs_.push_back(std::move(input));
   if (!owner.is_none()) {
     std::lock_guard<std::mutex> lock(mutex_);
-    owners_.push_back(owner.release().ptr());
+    owners_.emplace_back(std::move(owner));
   }
 }
 
 void Request::DropOwners() {
-  std::vector<PyObject*> owners;
+  std::vector<pyinterop::OwnedRef> owners;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     owners.swap(owners_);
   }
-  if (owners.empty()) return;
-  GilFromAnyThread gil;  // Python references die with the GIL held
-  if (!gil.held()) return;  // interpreter gone: leak rather than crash
-  for (PyObject* o : owners) Py_DECREF(o);
+  // `owners` die here, outside the lock (each takes the GIL to drop).
 }
 
 // Applies everything recorded to a fresh core request.
@@ -86,16 +76,23 @@ void Request::Fill(TRITONSERVER_InferenceRequest* r) const {
   }
   for (const auto& [key, value] : parameters_) {
     const char* k = key.c_str();
-    if (const auto* s = std::get_if<std::string>(&value)) {
-      Check(TRITON_FN(TRITONSERVER_InferenceRequestSetStringParameter)(r, k, s->c_str()));
-    } else if (const auto* i = std::get_if<int64_t>(&value)) {
-      Check(TRITON_FN(TRITONSERVER_InferenceRequestSetIntParameter)(r, k, *i));
-    } else if (const auto* b = std::get_if<bool>(&value)) {
-      Check(TRITON_FN(TRITONSERVER_InferenceRequestSetBoolParameter)(r, k, *b));
-    } else {
-      Check(TRITON_FN(TRITONSERVER_InferenceRequestSetDoubleParameter)(r, k,
-                                                                       std::get<double>(value)));
-    }
+    std::visit(
+        [&](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            Check(TRITON_FN(TRITONSERVER_InferenceRequestSetBoolParameter)(r, k, v));
+          } else if constexpr (std::is_same_v<T, int64_t>) {
+            Check(TRITON_FN(TRITONSERVER_InferenceRequestSetIntParameter)(r, k, v));
+          } else if constexpr (std::is_same_v<T, double>) {
+            Check(TRITON_FN(TRITONSERVER_InferenceRequestSetDoubleParameter)(r, k, v));
+          } else if constexpr (std::is_same_v<T, std::string>) {
+            Check(TRITON_FN(TRITONSERVER_InferenceRequestSetStringParameter)(r, k, v.c_str()));
+          } else {
+            throw Error(TRITONSERVER_ERROR_INVALID_ARG,
+                        "request parameter '" + key + "' cannot be bytes");
+          }
+        },
+        value);
   }
   for (const Input& in : inputs_) {
     Check(api.TRITONSERVER_InferenceRequestAddInput(
@@ -134,12 +131,12 @@ void Request::OnRelease(TRITONSERVER_InferenceRequest*, uint32_t flags, void* us
   }
 }
 
-std::shared_ptr<ResponseSink> Request::Send(std::shared_ptr<ResponseSink> sink) {
+std::shared_ptr<ResponseQueue> Request::Send(std::shared_ptr<ResponseQueue> queue) {
   Unsent();
   const CoreApi& api = Core();
   // Held only while the core takes the request.
   std::shared_ptr<ServerHandle> server = server_.lock();
-  if (!server) throw TritonError(TRITONSERVER_ERROR_UNAVAILABLE, "the server is stopped");
+  if (!server) throw Error(TRITONSERVER_ERROR_UNAVAILABLE, "the server is stopped");
 
   TRITONSERVER_InferenceRequest* r = nullptr;
   Check(TRITON_FN(TRITONSERVER_InferenceRequestNew)(&r, server->get(), model_.c_str(), version_));
@@ -151,18 +148,18 @@ std::shared_ptr<ResponseSink> Request::Send(std::shared_ptr<ResponseSink> sink) 
   } guard{r};
   Fill(r);
 
-  if (!sink) sink = std::make_shared<ResponseSink>();
-  auto holder = std::make_unique<std::shared_ptr<ResponseSink>>(sink);
+  if (!queue) queue = std::make_shared<ResponseQueue>();
+  auto holder = std::make_unique<std::shared_ptr<ResponseQueue>>(queue);
   TRITONSERVER_ResponseAllocator* allocator = DefaultAllocator();
   void* allocator_userp = nullptr;
-  if (allocator_ && !allocator_.is_none()) {
-    sink->SetUserAllocator(
-        std::make_unique<UserAllocator>(allocator_, preferred_type_, preferred_id_));
+  if (allocator_) {
+    queue->SetUserAllocator(
+        std::make_unique<UserAllocator>(allocator_.object(), preferred_type_, preferred_id_));
     allocator = UserAllocator::CoreAllocator();
-    allocator_userp = sink->user_allocator();
+    allocator_userp = queue->user_allocator();
   }
   Check(api.TRITONSERVER_InferenceRequestSetResponseCallback(
-      r, allocator, allocator_userp, &ResponseSink::OnComplete, holder.get()));
+      r, allocator, allocator_userp, &ResponseQueue::OnComplete, holder.get()));
   Check(api.TRITONSERVER_InferenceRequestSetReleaseCallback(r, &Request::OnRelease, this));
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -190,12 +187,12 @@ std::shared_ptr<ResponseSink> Request::Send(std::shared_ptr<ResponseSink> sink) 
       in_flight_count_->fetch_sub(1);
       in_flight_count_.reset();
     }
-    Check(err);  // `guard` deletes the request, `holder` the sink reference
+    Check(err);  // `guard` deletes the request, `holder` the queue reference
   }
-  server->Track(sink);
+  server->Track(queue);
   guard.r = nullptr;   // the core's now, until OnRelease
   holder.release();    // freed by OnComplete at the final response
-  return sink;
+  return queue;
 }
 
 void Request::Cancel() {
@@ -206,55 +203,58 @@ void Request::Cancel() {
 
 void RegisterRequest(py::module_& m) {
   using R = Request;
-  py::class_<Request, std::shared_ptr<Request>>(m, "InferenceRequest")
+  py::class_<Request, std::shared_ptr<Request>>(
+      m, "InferenceRequest",
+      "What to send to one model; becomes a core request only while the core works on it.")
       .def(py::init<const Server&, std::string, int64_t>(), py::arg("server"),
            py::arg("model"), py::arg("version") = -1)
-      .def("set_id", &R::SetId)
-      .def("set_flags", &R::SetFlags)
-      .def("set_correlation_id", [](R& r, uint64_t v) { r.SetCorrelationId(v); })
-      .def("set_correlation_id_string", [](R& r, std::string v) { r.SetCorrelationId(v); })
-      .def("set_priority", &R::SetPriority)
-      .def("set_timeout_microseconds", &R::SetTimeout)
-      .def("add_input", [](R& r, std::string name, int datatype, std::vector<int64_t> shape,
-                           uintptr_t data_ptr, size_t byte_size, int memory_type,
-                           int64_t memory_type_id, py::object owner) {
-        r.AddInput({std::move(name), datatype, std::move(shape), data_ptr, byte_size,
-                    memory_type, memory_type_id}, std::move(owner));
-      }, py::arg("name"), py::arg("datatype"), py::arg("shape"), py::arg("data_ptr"),
-         py::arg("byte_size"), py::arg("memory_type"), py::arg("memory_type_id"),
-         py::arg("owner"))
-      .def("add_input_array", [](R& r, std::string name, int datatype,
-                                 std::vector<int64_t> shape, py::object array) {
-        // The fast path for C-contiguous host arrays: the buffer protocol
-        // gives pointer and size in one step; the array stays referenced
-        // (so its memory stays put) until the core releases the request.
-        Py_buffer view;
-        if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
-          throw py::error_already_set();
-        }
-        Request::Input input{std::move(name), datatype, std::move(shape),
-                             reinterpret_cast<uintptr_t>(view.buf),
-                             static_cast<size_t>(view.len), TRITONSERVER_MEMORY_CPU, 0};
-        PyBuffer_Release(&view);
-        r.AddInput(std::move(input), std::move(array));
-      }, py::arg("name"), py::arg("datatype"), py::arg("shape"), py::arg("array"))
-      .def("add_requested_output", &R::AddRequestedOutput)
-      .def("set_allocator", &R::SetAllocator, py::arg("allocator"), py::arg("preferred_type") = -1,
-           py::arg("preferred_id") = 0)
-      .def("set_string_parameter", [](R& r, std::string k, std::string v) {
-        r.SetParameter(std::move(k), std::move(v));
-      })
-      .def("set_int_parameter", [](R& r, std::string k, int64_t v) {
-        r.SetParameter(std::move(k), v);
-      })
-      .def("set_bool_parameter", [](R& r, std::string k, bool v) {
-        r.SetParameter(std::move(k), v);
-      })
-      .def("set_double_parameter", [](R& r, std::string k, double v) {
-        r.SetParameter(std::move(k), v);
-      })
-      .def("send", &Request::Send, py::arg("sink") = nullptr,
-           "Submit; responses go to `sink` (a new one if None), which is returned.")
+      .def("set_id", &R::SetId, py::arg("request_id"))
+      .def("set_flags", &R::SetFlags, py::arg("flags"))
+      .def(
+          "set_correlation_id", [](R& r, uint64_t v) { r.SetCorrelationId(v); },
+          py::arg("correlation_id"))
+      .def(
+          "set_correlation_id_string", [](R& r, std::string v) { r.SetCorrelationId(v); },
+          py::arg("correlation_id"))
+      .def("set_priority", &R::SetPriority, py::arg("priority"))
+      .def("set_timeout_microseconds", &R::SetTimeout, py::arg("timeout_us"))
+      .def("set_parameters", &R::SetParameters, py::arg("parameters"),
+           "Request parameters: a dict of str to bool, int, float or str.")
+      .def(
+          "add_input",
+          [](R& r, std::string name, int datatype, std::vector<int64_t> shape,
+             uintptr_t data_ptr, size_t byte_size, int memory_type, int64_t memory_type_id,
+             py::object owner) {
+            r.AddInput({std::move(name), datatype, std::move(shape), data_ptr, byte_size,
+                        memory_type, memory_type_id},
+                       std::move(owner));
+          },
+          py::arg("name"), py::arg("datatype"), py::arg("shape"), py::arg("data_ptr"),
+          py::arg("byte_size"), py::arg("memory_type"), py::arg("memory_type_id"),
+          py::arg("owner"))
+      .def(
+          "add_input_array",
+          [](R& r, std::string name, int datatype, std::vector<int64_t> shape,
+             py::object array) {
+            // The fast path for C-contiguous host arrays: the buffer protocol
+            // gives pointer and size in one step; the array stays referenced
+            // (so its memory stays put) until the core releases the request.
+            Py_buffer view;
+            if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
+              throw py::error_already_set();
+            }
+            Request::Input input{std::move(name), datatype, std::move(shape),
+                                 reinterpret_cast<uintptr_t>(view.buf),
+                                 static_cast<size_t>(view.len), TRITONSERVER_MEMORY_CPU, 0};
+            PyBuffer_Release(&view);
+            r.AddInput(std::move(input), std::move(array));
+          },
+          py::arg("name"), py::arg("datatype"), py::arg("shape"), py::arg("array"))
+      .def("add_requested_output", &R::AddRequestedOutput, py::arg("name"))
+      .def("set_allocator", &R::SetAllocator, py::arg("allocator"),
+           py::arg("preferred_type") = -1, py::arg("preferred_id") = 0)
+      .def("send", &Request::Send, py::arg("queue") = nullptr,
+           "Submit; responses go to `queue` (a new one if None), which is returned.")
       .def("cancel", &Request::Cancel);
 }
 

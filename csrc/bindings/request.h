@@ -18,15 +18,16 @@
 #include <variant>
 #include <vector>
 
-#include "bindings/response.h"
+#include "bindings/response_queue.h"
 #include "bindings/server.h"
+#include "pyinterop/parameters.h"
+#include "pyinterop/ref.h"
 #include "triton/tritonserver.h"
 
 namespace tritonpy {
 
 class Request : public std::enable_shared_from_this<Request> {
  public:
-  using Parameter = std::variant<std::string, int64_t, bool, double>;
   struct Input {
     std::string name;
     int datatype;
@@ -49,7 +50,8 @@ class Request : public std::enable_shared_from_this<Request> {
   void SetCorrelationId(std::variant<uint64_t, std::string> id) { Unsent(); correlation_id_ = std::move(id); }
   void SetPriority(uint64_t priority) { Unsent(); priority_ = priority; }
   void SetTimeout(uint64_t timeout_us) { Unsent(); timeout_us_ = timeout_us; }
-  void SetParameter(std::string key, Parameter value);
+  // Request parameters (a dict of str to bool, int, float or str).
+  void SetParameters(const pyinterop::PyParameters& parameters);
   void AddRequestedOutput(std::string name) { Unsent(); outputs_.push_back(std::move(name)); }
   // Outputs from a Python MemoryAllocator instead of the default; a
   // `preferred_type` >= 0 replaces the memory type the core asks for.
@@ -57,8 +59,8 @@ class Request : public std::enable_shared_from_this<Request> {
   void AddInput(Input input, pybind11::object owner);
 
   // Creates the core request and hands it to the core; responses arrive in
-  // `sink` (made here when null), which is returned.
-  std::shared_ptr<ResponseSink> Send(std::shared_ptr<ResponseSink> sink);
+  // `queue` (made here when null), which is returned.
+  std::shared_ptr<ResponseQueue> Send(std::shared_ptr<ResponseQueue> queue);
   void Cancel();
 
  private:
@@ -77,17 +79,17 @@ class Request : public std::enable_shared_from_this<Request> {
   std::optional<std::variant<uint64_t, std::string>> correlation_id_;
   uint64_t priority_ = 0;
   uint64_t timeout_us_ = 0;
-  std::vector<std::pair<std::string, Parameter>> parameters_;
+  pyinterop::Parameters parameters_;
   std::vector<std::string> outputs_;
   std::vector<Input> inputs_;
-  pybind11::object allocator_;  // None: the default host allocator
+  pyinterop::OwnedRef allocator_;  // empty: the default host allocator
   int preferred_type_ = -1;
   int64_t preferred_id_ = 0;
 
   mutable std::mutex mutex_;
   bool sent_ = false;
   TRITONSERVER_InferenceRequest* request_ = nullptr;  // the core's, while in flight
-  std::vector<PyObject*> owners_;       // strong refs, dropped under the GIL
+  std::vector<pyinterop::OwnedRef> owners_;  // of the input data
   std::shared_ptr<Request> in_flight_;  // self, while the core holds it
 };
 

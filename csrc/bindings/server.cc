@@ -10,36 +10,37 @@
 #include <vector>
 
 #include "bindings/errors.h"
-#include "bindings/gil.h"
 #include "bindings/message.h"
-#include "bindings/response.h"
+#include "bindings/response_queue.h"
 #include "bindings/server_options.h"
 #include "core_api.h"
+#include "pyinterop/gil.h"
+#include "pyinterop/parameters.h"
 
 namespace py = pybind11;
 
 namespace tritonpy {
 
-void ServerHandle::Track(const std::shared_ptr<ResponseSink>& sink) {
-  std::lock_guard<std::mutex> lock(sinks_mutex_);
-  if (sinks_.size() >= prune_at_) {  // amortized: drop the finished ones
-    sinks_.erase(std::remove_if(sinks_.begin(), sinks_.end(),
-                                [](const std::weak_ptr<ResponseSink>& w) { return w.expired(); }),
-                 sinks_.end());
-    prune_at_ = std::max<size_t>(64, sinks_.size() * 2);
+void ServerHandle::Track(const std::shared_ptr<ResponseQueue>& queue) {
+  std::lock_guard<std::mutex> lock(queues_mutex_);
+  if (queues_.size() >= prune_at_) {  // amortized: drop the finished ones
+    queues_.erase(std::remove_if(queues_.begin(), queues_.end(),
+                                 [](const std::weak_ptr<ResponseQueue>& w) { return w.expired(); }),
+                  queues_.end());
+    prune_at_ = std::max<size_t>(64, queues_.size() * 2);
   }
-  sinks_.push_back(sink);
+  queues_.push_back(queue);
 }
 
 size_t ServerHandle::AbandonUnfinished(const std::string& message) {
-  std::vector<std::weak_ptr<ResponseSink>> sinks;
+  std::vector<std::weak_ptr<ResponseQueue>> queues;
   {
-    std::lock_guard<std::mutex> lock(sinks_mutex_);
-    sinks.swap(sinks_);
+    std::lock_guard<std::mutex> lock(queues_mutex_);
+    queues.swap(queues_);
   }
   size_t ended = 0;
-  for (auto& weak : sinks) {
-    if (auto sink = weak.lock()) ended += sink->Abandon(TRITONSERVER_ERROR_UNAVAILABLE, message);
+  for (auto& weak : queues) {
+    if (auto queue = weak.lock()) ended += queue->Abandon(TRITONSERVER_ERROR_UNAVAILABLE, message);
   }
   return ended;
 }
@@ -49,7 +50,7 @@ ServerHandle::~ServerHandle() {
   // ServerDelete waits for models to unload (and for the python backend's
   // stub processes to exit); no Python object is touched, so let other
   // threads run meanwhile.
-  GilReleaseIfHeld unlocked;
+  pyinterop::ReleaseGil unlocked;
   ErrorPtr ignored(Core().TRITONSERVER_ServerDelete(server_));
 }
 
@@ -110,7 +111,7 @@ void Server::Stop() {
   const size_t ended = handle->AbandonUnfinished(
       "the server stopped before this request finished (" + why + ")");
   KeepForever(std::move(handle));
-  throw TritonError(TRITONSERVER_ERROR_UNAVAILABLE,
+  throw Error(TRITONSERVER_ERROR_UNAVAILABLE,
                     "the server did not stop cleanly (" + why + "): " + std::to_string(ended) +
                         " request(s) had not finished and were ended with an error; the "
                         "server's memory is kept until the process exits");
@@ -119,7 +120,7 @@ void Server::Stop() {
 std::shared_ptr<ServerHandle> Server::Handle() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!handle_) {
-    throw TritonError(TRITONSERVER_ERROR_UNAVAILABLE,
+    throw Error(TRITONSERVER_ERROR_UNAVAILABLE,
                       "the server is stopped");
   }
   return handle_;
@@ -127,30 +128,32 @@ std::shared_ptr<ServerHandle> Server::Handle() const {
 
 namespace {
 
-// bytes first: pybind11 would also turn a bytes object into std::string;
-// bool before int: a Python bool is an int.
-using ParamValue = std::variant<py::bytes, bool, int64_t, std::string>;
-
-// TRITONSERVER_Parameter objects built from Python values, freed together.
+// TRITONSERVER_Parameter objects built from parameters, freed together.
+// It keeps the parameters: a BYTES parameter points into them.
 class ParameterList {
  public:
-  explicit ParameterList(const std::vector<std::pair<std::string, ParamValue>>& items) {
+  explicit ParameterList(pyinterop::Parameters items) : items_(std::move(items)) {
     const CoreApi& api = Core();
-    for (const auto& [name, value] : items) {
-      TRITONSERVER_Parameter* p = nullptr;
-      if (const bool* b = std::get_if<bool>(&value)) {
-        p = api.TRITONSERVER_ParameterNew(name.c_str(), TRITONSERVER_PARAMETER_BOOL, b);
-      } else if (const int64_t* i = std::get_if<int64_t>(&value)) {
-        p = api.TRITONSERVER_ParameterNew(name.c_str(), TRITONSERVER_PARAMETER_INT, i);
-      } else if (const std::string* s = std::get_if<std::string>(&value)) {
-        p = api.TRITONSERVER_ParameterNew(name.c_str(), TRITONSERVER_PARAMETER_STRING, s->c_str());
-      } else {
-        std::string_view data = std::get<py::bytes>(value);
-        p = api.TRITONSERVER_ParameterBytesNew(name.c_str(), data.data(), data.size());
-      }
+    for (const auto& [name, value] : items_) {
+      TRITONSERVER_Parameter* p = std::visit(
+          [&, &name = name](const auto& v) -> TRITONSERVER_Parameter* {
+            using T = std::decay_t<decltype(v)>;
+            const char* n = name.c_str();
+            if constexpr (std::is_same_v<T, bool>) {
+              return api.TRITONSERVER_ParameterNew(n, TRITONSERVER_PARAMETER_BOOL, &v);
+            } else if constexpr (std::is_same_v<T, int64_t>) {
+              return api.TRITONSERVER_ParameterNew(n, TRITONSERVER_PARAMETER_INT, &v);
+            } else if constexpr (std::is_same_v<T, std::string>) {
+              return api.TRITONSERVER_ParameterNew(n, TRITONSERVER_PARAMETER_STRING, v.c_str());
+            } else if constexpr (std::is_same_v<T, pyinterop::ParameterBytes>) {
+              return api.TRITONSERVER_ParameterBytesNew(n, v.data.data(), v.data.size());
+            } else {
+              return nullptr;  // doubles: not a load parameter
+            }
+          },
+          value);
       if (p == nullptr) {
-        throw TritonError(TRITONSERVER_ERROR_INVALID_ARG,
-                          "cannot create parameter '" + name + "'");
+        throw Error(TRITONSERVER_ERROR_INVALID_ARG, "cannot create parameter '" + name + "'");
       }
       params_.push_back(p);
     }
@@ -158,12 +161,15 @@ class ParameterList {
   ~ParameterList() {
     for (auto* p : params_) Core().TRITONSERVER_ParameterDelete(p);
   }
+  ParameterList(const ParameterList&) = delete;
+  ParameterList& operator=(const ParameterList&) = delete;
   const TRITONSERVER_Parameter** data() {
     return const_cast<const TRITONSERVER_Parameter**>(params_.data());
   }
   size_t size() const { return params_.size(); }
 
  private:
+  pyinterop::Parameters items_;
   std::vector<TRITONSERVER_Parameter*> params_;
 };
 
@@ -177,117 +183,162 @@ bool QueryBool(TRITONSERVER_Error* (*fn)(TRITONSERVER_Server*, bool*),
 }  // namespace
 
 void RegisterServer(py::module_& m) {
-  py::class_<Server>(m, "Server")
+  using S = const Server&;
+  using Name = const std::string&;
+  // Each JSON-returning query hands back the core's message as a str.
+  py::class_<Server>(m, "Server", "A started core server; stop() ends it.")
       .def(py::init<ServerOptions&>(), py::arg("options"))
       .def("stop", &Server::Stop)
-      .def("is_live", [](const Server& s) {
-        return QueryBool(TRITON_FN(TRITONSERVER_ServerIsLive), s);
-      })
-      .def("is_ready", [](const Server& s) {
-        return QueryBool(TRITON_FN(TRITONSERVER_ServerIsReady), s);
-      })
-      .def("model_is_ready", [](const Server& s, const std::string& name, int64_t version) {
-        bool ready = false;
-        Check(TRITON_FN(TRITONSERVER_ServerModelIsReady)(s.Raw(), name.c_str(), version, &ready));
-        return ready;
-      })
-      .def("metadata", [](const Server& s) {
-        TRITONSERVER_Message* msg = nullptr;
-        Check(TRITON_FN(TRITONSERVER_ServerMetadata)(s.Raw(), &msg));
-        return TakeMessageJson(msg);
-      })
-      .def("model_metadata", [](const Server& s, const std::string& name, int64_t version) {
-        TRITONSERVER_Message* msg = nullptr;
-        Check(TRITON_FN(TRITONSERVER_ServerModelMetadata)(s.Raw(), name.c_str(), version, &msg));
-        return TakeMessageJson(msg);
-      })
-      .def("model_config", [](const Server& s, const std::string& name, int64_t version,
-                              uint32_t config_version) {
-        TRITONSERVER_Message* msg = nullptr;
-        Check(TRITON_FN(TRITONSERVER_ServerModelConfig)(s.Raw(), name.c_str(), version,
-                                                        config_version, &msg));
-        return TakeMessageJson(msg);
-      })
-      .def("model_statistics", [](const Server& s, const std::string& name, int64_t version) {
-        TRITONSERVER_Message* msg = nullptr;
-        Check(TRITON_FN(TRITONSERVER_ServerModelStatistics)(s.Raw(), name.c_str(), version, &msg));
-        return TakeMessageJson(msg);
-      })
-      .def("model_index", [](const Server& s, uint32_t flags) {
-        TRITONSERVER_Message* msg = nullptr;
-        Check(TRITON_FN(TRITONSERVER_ServerModelIndex)(s.Raw(), flags, &msg));
-        return TakeMessageJson(msg);
-      })
-      .def("model_batch_properties", [](const Server& s, const std::string& name, int64_t version) {
-        uint32_t flags = 0;
-        void* unused = nullptr;
-        Check(TRITON_FN(TRITONSERVER_ServerModelBatchProperties)(s.Raw(), name.c_str(), version,
-                                                                 &flags, &unused));
-        return flags;
-      })
-      .def("model_transaction_properties", [](const Server& s, const std::string& name,
-                                              int64_t version) {
-        uint32_t flags = 0;
-        void* unused = nullptr;
-        Check(TRITON_FN(TRITONSERVER_ServerModelTransactionProperties)(s.Raw(), name.c_str(),
-                                                                       version, &flags, &unused));
-        return flags;
-      })
-      .def("load_model", [](const Server& s, const std::string& name,
-                            const std::vector<std::pair<std::string, ParamValue>>& params) {
-        auto handle = s.Handle();
-        ParameterList list(params);
-        // Loading runs the backend's initialization: seconds, other threads.
-        py::gil_scoped_release unlocked;
-        if (list.size() == 0) {
-          Check(TRITON_FN(TRITONSERVER_ServerLoadModel)(handle->get(), name.c_str()));
-        } else {
-          Check(TRITON_FN(TRITONSERVER_ServerLoadModelWithParameters)(
-              handle->get(), name.c_str(), list.data(), list.size()));
-        }
-      }, py::arg("name"), py::arg("parameters") = std::vector<std::pair<std::string, ParamValue>>{})
-      .def("unload_model", [](const Server& s, const std::string& name, bool dependents) {
-        auto handle = s.Handle();
-        py::gil_scoped_release unlocked;  // unloading waits on the model's threads
-        if (dependents) {
-          Check(TRITON_FN(TRITONSERVER_ServerUnloadModelAndDependents)(handle->get(), name.c_str()));
-        } else {
-          Check(TRITON_FN(TRITONSERVER_ServerUnloadModel)(handle->get(), name.c_str()));
-        }
-      }, py::arg("name"), py::arg("unload_dependents") = false)
-      .def("poll_model_repository", [](const Server& s) {
-        auto handle = s.Handle();
-        py::gil_scoped_release unlocked;  // polling may load and unload models
-        Check(TRITON_FN(TRITONSERVER_ServerPollModelRepository)(handle->get()));
-      })
-      .def("register_model_repository", [](const Server& s, const std::string& path,
-                                           const std::map<std::string, std::string>& mapping) {
-        std::vector<std::pair<std::string, ParamValue>> items;
-        for (const auto& [subdir, model] : mapping) items.emplace_back(subdir, model);
-        auto handle = s.Handle();
-        ParameterList list(items);
-        py::gil_scoped_release unlocked;  // reads the repository from disk
-        Check(TRITON_FN(TRITONSERVER_ServerRegisterModelRepository)(
-            handle->get(), path.c_str(), list.data(), static_cast<uint32_t>(list.size())));
-      })
-      .def("unregister_model_repository", [](const Server& s, const std::string& path) {
-        auto handle = s.Handle();
-        py::gil_scoped_release unlocked;
-        Check(TRITON_FN(TRITONSERVER_ServerUnregisterModelRepository)(handle->get(), path.c_str()));
-      })
-      .def("metrics", [](const Server& s, int format) {
-        TRITONSERVER_Metrics* metrics = nullptr;
-        Check(TRITON_FN(TRITONSERVER_ServerMetrics)(s.Raw(), &metrics));
-        struct Owner {
-          TRITONSERVER_Metrics* m;
-          ~Owner() { ErrorPtr ignored(Core().TRITONSERVER_MetricsDelete(m)); }
-        } owner{metrics};
-        const char* base = nullptr;
-        size_t size = 0;
-        Check(TRITON_FN(TRITONSERVER_MetricsFormatted)(
-            metrics, static_cast<TRITONSERVER_MetricFormat>(format), &base, &size));
-        return std::string(base, size);
-      });
+      .def("is_live", [](S s) { return QueryBool(TRITON_FN(TRITONSERVER_ServerIsLive), s); })
+      .def("is_ready", [](S s) { return QueryBool(TRITON_FN(TRITONSERVER_ServerIsReady), s); })
+      .def(
+          "model_is_ready",
+          [](S s, Name name, int64_t version) {
+            bool ready = false;
+            Check(TRITON_FN(TRITONSERVER_ServerModelIsReady)(s.Raw(), name.c_str(), version,
+                                                             &ready));
+            return ready;
+          },
+          py::arg("name"), py::arg("version"))
+      .def("metadata",
+           [](S s) {
+             return MessageJson([&](auto* msg) {
+               return TRITON_FN(TRITONSERVER_ServerMetadata)(s.Raw(), msg);
+             });
+           })
+      .def(
+          "model_metadata",
+          [](S s, Name name, int64_t version) {
+            return MessageJson([&](auto* msg) {
+              return TRITON_FN(TRITONSERVER_ServerModelMetadata)(s.Raw(), name.c_str(), version,
+                                                                 msg);
+            });
+          },
+          py::arg("name"), py::arg("version"))
+      .def(
+          "model_config",
+          [](S s, Name name, int64_t version, uint32_t config_version) {
+            return MessageJson([&](auto* msg) {
+              return TRITON_FN(TRITONSERVER_ServerModelConfig)(s.Raw(), name.c_str(), version,
+                                                               config_version, msg);
+            });
+          },
+          py::arg("name"), py::arg("version"), py::arg("config_version"))
+      .def(
+          "model_statistics",
+          [](S s, Name name, int64_t version) {
+            return MessageJson([&](auto* msg) {
+              return TRITON_FN(TRITONSERVER_ServerModelStatistics)(s.Raw(), name.c_str(),
+                                                                   version, msg);
+            });
+          },
+          py::arg("name"), py::arg("version"))
+      .def(
+          "model_index",
+          [](S s, uint32_t flags) {
+            return MessageJson([&](auto* msg) {
+              return TRITON_FN(TRITONSERVER_ServerModelIndex)(s.Raw(), flags, msg);
+            });
+          },
+          py::arg("flags"))
+      .def(
+          "model_batch_properties",
+          [](S s, Name name, int64_t version) {
+            uint32_t flags = 0;
+            void* unused = nullptr;
+            Check(TRITON_FN(TRITONSERVER_ServerModelBatchProperties)(s.Raw(), name.c_str(),
+                                                                     version, &flags, &unused));
+            return flags;
+          },
+          py::arg("name"), py::arg("version"))
+      .def(
+          "model_transaction_properties",
+          [](S s, Name name, int64_t version) {
+            uint32_t flags = 0;
+            void* unused = nullptr;
+            Check(TRITON_FN(TRITONSERVER_ServerModelTransactionProperties)(
+                s.Raw(), name.c_str(), version, &flags, &unused));
+            return flags;
+          },
+          py::arg("name"), py::arg("version"))
+      .def(
+          "load_model",
+          [](const Server& s, const std::string& name,
+             const py::typing::Optional<py::typing::Dict<
+                 py::str, py::typing::Union<py::str, py::int_, py::bool_, py::bytes>>>& parameters) {
+            auto handle = s.Handle();
+            ParameterList list(
+                pyinterop::ParametersFromPython(parameters, pyinterop::ParameterUse::kLoad));
+            // Loading runs the backend's initialization: seconds, other threads.
+            py::gil_scoped_release unlocked;
+            if (list.size() == 0) {
+              Check(TRITON_FN(TRITONSERVER_ServerLoadModel)(handle->get(), name.c_str()));
+            } else {
+              Check(TRITON_FN(TRITONSERVER_ServerLoadModelWithParameters)(
+                  handle->get(), name.c_str(), list.data(), list.size()));
+            }
+          },
+          py::arg("name"), py::arg("parameters") = py::none(),
+          "Load (or reload) a model; parameters: a dict of str to bool, int, str or bytes.")
+      .def(
+          "unload_model",
+          [](S s, Name name, bool dependents) {
+            auto handle = s.Handle();
+            py::gil_scoped_release unlocked;  // unloading waits on the model's threads
+            if (dependents) {
+              Check(TRITON_FN(TRITONSERVER_ServerUnloadModelAndDependents)(handle->get(),
+                                                                           name.c_str()));
+            } else {
+              Check(TRITON_FN(TRITONSERVER_ServerUnloadModel)(handle->get(), name.c_str()));
+            }
+          },
+          py::arg("name"), py::arg("unload_dependents") = false)
+      .def("poll_model_repository",
+           [](S s) {
+             auto handle = s.Handle();
+             py::gil_scoped_release unlocked;  // polling may load and unload models
+             Check(TRITON_FN(TRITONSERVER_ServerPollModelRepository)(handle->get()));
+           })
+      .def(
+          "register_model_repository",
+          [](const Server& s, const std::string& path,
+             const std::map<std::string, std::string>& mapping) {
+            pyinterop::Parameters items;
+            for (const auto& [subdir, model] : mapping) items.emplace_back(subdir, model);
+            auto handle = s.Handle();
+            ParameterList list(items);
+            py::gil_scoped_release unlocked;  // reads the repository from disk
+            Check(TRITON_FN(TRITONSERVER_ServerRegisterModelRepository)(
+                handle->get(), path.c_str(), list.data(), static_cast<uint32_t>(list.size())));
+          },
+          py::arg("path"), py::arg("name_mapping"))
+      .def(
+          "unregister_model_repository",
+          [](S s, Name path) {
+            auto handle = s.Handle();
+            py::gil_scoped_release unlocked;
+            Check(TRITON_FN(TRITONSERVER_ServerUnregisterModelRepository)(handle->get(),
+                                                                          path.c_str()));
+          },
+          py::arg("path"))
+      .def(
+          "metrics",
+          [](S s, int format) {
+            TRITONSERVER_Metrics* metrics = nullptr;
+            Check(TRITON_FN(TRITONSERVER_ServerMetrics)(s.Raw(), &metrics));
+            struct Owner {
+              TRITONSERVER_Metrics* m;
+              ~Owner() { ErrorPtr ignored(Core().TRITONSERVER_MetricsDelete(m)); }
+            } owner{metrics};
+            const char* base = nullptr;
+            size_t size = 0;
+            Check(TRITON_FN(TRITONSERVER_MetricsFormatted)(
+                metrics, static_cast<TRITONSERVER_MetricFormat>(format), &base, &size));
+            return std::string(base, size);
+          },
+          py::arg("format"))
+      .def("address", [](S s) { return reinterpret_cast<uintptr_t>(s.Raw()); },
+           "The TRITONSERVER_Server* as an int, for C++ code that attaches to it.");
 }
 
 }  // namespace tritonpy

@@ -5,6 +5,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,20 +27,18 @@ class ServerHandle {
   // can count itself out without keeping the server alive.
   const std::shared_ptr<std::atomic<int64_t>>& in_flight() const { return in_flight_; }
 
-  // Sinks of sent requests, so a stop that gives up can finish them.
-  void Track(const std::shared_ptr<class ResponseSink>& sink);
-  // Gives every unfinished sink a final error response; returns how many.
+  // Queues of sent requests, so a stop that gives up can finish them.
+  void Track(const std::shared_ptr<class ResponseQueue>& queue);
+  // Gives every unfinished queue a final error response; returns how many.
   size_t AbandonUnfinished(const std::string& message);
 
  private:
   TRITONSERVER_Server* server_;
   std::shared_ptr<std::atomic<int64_t>> in_flight_;
-  std::mutex sinks_mutex_;
-  std::vector<std::weak_ptr<ResponseSink>> sinks_;
+  std::mutex queues_mutex_;
+  std::vector<std::weak_ptr<ResponseQueue>> queues_;
   size_t prune_at_ = 64;
 };
-
-
 
 // The Python-facing server: owns one reference to the handle until stop().
 class Server {

@@ -5,7 +5,6 @@
 
 #include "bindings/allocator.h"
 #include "bindings/errors.h"
-#include "bindings/gil.h"
 #include "core_api.h"
 
 namespace py = pybind11;
@@ -13,17 +12,14 @@ namespace py = pybind11;
 namespace tritonpy {
 namespace {
 
-// Keeps the MemoryBuffer a Python allocator returned.
+// Keeps the MemoryBuffer a Python allocator returned (dropped under the GIL,
+// on whichever thread lets go last).
 class PythonBuffer final : public OutputBuffer {
  public:
-  explicit PythonBuffer(PyObject* memory_buffer) : memory_buffer_(memory_buffer) {}
+  explicit PythonBuffer(py::object memory_buffer) : memory_buffer_(std::move(memory_buffer)) {}
 
  private:
-  ~PythonBuffer() override {
-    GilFromAnyThread gil;  // may be the core's thread, or a Python one
-    if (gil.held()) Py_DECREF(memory_buffer_);
-  }
-  PyObject* memory_buffer_;  // strong reference
+  pyinterop::OwnedRef memory_buffer_;
 };
 
 TRITONSERVER_Error* ReleaseBuffer(TRITONSERVER_ResponseAllocator*, void*, void* buffer_userp,
@@ -35,14 +31,9 @@ TRITONSERVER_Error* ReleaseBuffer(TRITONSERVER_ResponseAllocator*, void*, void* 
 }  // namespace
 
 UserAllocator::UserAllocator(py::object allocator, int preferred_type, int64_t preferred_id)
-    : allocator_(allocator.release().ptr()),
+    : allocator_(std::move(allocator)),
       preferred_type_(preferred_type),
       preferred_id_(preferred_id) {}
-
-UserAllocator::~UserAllocator() {
-  GilFromAnyThread gil;
-  if (gil.held()) Py_DECREF(allocator_);
-}
 
 TRITONSERVER_Error* UserAllocator::Alloc(TRITONSERVER_ResponseAllocator*, const char* name,
                                          size_t byte_size, TRITONSERVER_MemoryType memory_type,
@@ -56,7 +47,7 @@ TRITONSERVER_Error* UserAllocator::Alloc(TRITONSERVER_ResponseAllocator*, const 
   *actual_type = TRITONSERVER_MEMORY_CPU;
   *actual_id = 0;
   if (byte_size == 0) return nullptr;
-  GilFromAnyThread gil;
+  pyinterop::AcquireGil gil;
   if (!gil.held()) {
     return MakeError(TRITONSERVER_ERROR_UNAVAILABLE, "the Python interpreter is shutting down");
   }
@@ -64,8 +55,7 @@ TRITONSERVER_Error* UserAllocator::Alloc(TRITONSERVER_ResponseAllocator*, const 
   try {
     int type = self->preferred_type_ >= 0 ? self->preferred_type_ : static_cast<int>(memory_type);
     int64_t id = self->preferred_type_ >= 0 ? self->preferred_id_ : memory_type_id;
-    py::object result = py::reinterpret_borrow<py::object>(self->allocator_)
-                            .attr("allocate")(byte_size, type, id);
+    py::object result = self->allocator_.object().attr("allocate")(byte_size, type, id);
     auto ptr = result.attr("data_ptr").cast<uintptr_t>();
     auto size = result.attr("size").cast<size_t>();
     int got_type = result.attr("memory_type").cast<int>();
@@ -82,7 +72,7 @@ TRITONSERVER_Error* UserAllocator::Alloc(TRITONSERVER_ResponseAllocator*, const 
                            "'");
     }
     *buffer = reinterpret_cast<void*>(ptr);
-    *buffer_userp = static_cast<OutputBuffer*>(new PythonBuffer(result.release().ptr()));
+    *buffer_userp = static_cast<OutputBuffer*>(new PythonBuffer(std::move(result)));
     *actual_type = static_cast<TRITONSERVER_MemoryType>(got_type);
     *actual_id = got_id;
     return nullptr;
@@ -104,7 +94,7 @@ TRITONSERVER_ResponseAllocator* UserAllocator::CoreAllocator() {
                                                        &ReleaseBuffer, /*start_fn=*/nullptr));
   });
   if (allocator == nullptr) {
-    throw TritonError(TRITONSERVER_ERROR_INTERNAL, "the response allocator could not be created");
+    throw Error(TRITONSERVER_ERROR_INTERNAL, "the response allocator could not be created");
   }
   return allocator;
 }

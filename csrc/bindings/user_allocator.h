@@ -9,6 +9,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include "pyinterop/ref.h"
 #include "triton/tritonserver.h"
 
 namespace tritonpy {
@@ -17,7 +18,6 @@ class UserAllocator {
  public:
   // `preferred_type` < 0: ask for what the core asks for.
   UserAllocator(pybind11::object allocator, int preferred_type, int64_t preferred_id);
-  ~UserAllocator();
   UserAllocator(const UserAllocator&) = delete;
   UserAllocator& operator=(const UserAllocator&) = delete;
 
@@ -31,7 +31,7 @@ class UserAllocator {
                                    int64_t memory_type_id, void* userp, void** buffer,
                                    void** buffer_userp, TRITONSERVER_MemoryType* actual_type,
                                    int64_t* actual_id);
-  PyObject* allocator_;  // strong reference, dropped with the GIL
+  pyinterop::OwnedRef allocator_;
   int preferred_type_;
   int64_t preferred_id_;
 };

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <pybind11/pybind11.h>
+#include <pybind11/typing.h>
 
 #include <cstdint>
 #include <optional>
@@ -24,6 +25,11 @@ struct ParameterBytes {
 using ParameterValue =
     std::variant<bool, int64_t, double, std::string, ParameterBytes>;
 using Parameters = std::vector<std::pair<std::string, ParameterValue>>;
+
+// Their Python type, for the signatures of bound functions.
+using PyParameters = pybind11::typing::Dict<
+    pybind11::str,
+    pybind11::typing::Union<pybind11::str, pybind11::int_, pybind11::bool_, pybind11::float_>>;
 
 // What a kind of parameter may hold: request and response parameters are
 // bool, int, float or str; model-load parameters bool, int, str or bytes.
@@ -111,7 +117,7 @@ inline pybind11::object ParameterToPython(const ParameterValue& value) {
       value);
 }
 
-inline pybind11::dict ParametersToPython(const Parameters& parameters) {
+inline PyParameters ParametersToPython(const Parameters& parameters) {
   pybind11::dict out;
   for (const auto& [name, value] : parameters) {
     out[pybind11::str(name)] = ParameterToPython(value);

@@ -49,7 +49,8 @@ from tritonserver._memory import MemoryAllocator
 from tritonserver._model import Model
 from tritonserver._options import ModelLoadDeviceLimit, Options, RateLimiterResource
 from tritonserver._request import InferenceRequest
-from tritonserver._response import AsyncResponseIterator, InferenceResponse, ResponseIterator
+from tritonserver._iterators import AsyncResponseIterator, ResponseIterator
+from tritonserver._response import InferenceResponse
 from tritonserver._server import Server
 from tritonserver._tensor import DLDeviceType, MemoryBuffer, Tensor
 

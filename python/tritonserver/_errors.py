@@ -68,8 +68,6 @@ _CLASS_BY_CODE: dict[int, type[TritonError]] = {
     }.items()
 }
 
-_bindings.set_error_classes(_CLASS_BY_CODE)
-
 
 _CODE_BY_CLASS = {cls: code for code, cls in _CLASS_BY_CODE.items()}
 _INTERNAL = _CODE_BY_CLASS[InternalError]

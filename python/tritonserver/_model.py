@@ -9,8 +9,8 @@ from tritonserver._c import triton_bindings as _bindings
 from tritonserver._datatypes import from_config_name
 from tritonserver._enums import DataType, ModelBatchFlag, ModelTxnPropertyFlag
 from tritonserver._errors import InvalidArgumentError
-from tritonserver._request import InferenceRequest, _create_c_request_for_inputs
-from tritonserver._response import AsyncResponseIterator, ResponseIterator
+from tritonserver._iterators import AsyncResponseIterator, ResponseIterator
+from tritonserver._request import InferenceRequest, submission
 
 if TYPE_CHECKING:
     from tritonserver._server import Server
@@ -35,12 +35,8 @@ class Model:
     def infer(self, inference_request: Optional[InferenceRequest] = None,
               raise_on_error: bool = True, **kwargs: Any) -> ResponseIterator:
         """Send a request; returns an iterator over its responses."""
-        c_request, sink, response_queue, request_id = self._prepare(inference_request, kwargs)
-        # Made before sending, so its notifier is in place for any response.
-        iterator = ResponseIterator(self, c_request, response_queue, raise_on_error,
-                                    _sink=sink, _request_id=request_id)
-        c_request.send(sink)
-        return iterator
+        return ResponseIterator._send(self, submission(self, inference_request, kwargs),
+                                      raise_on_error)
 
     def async_infer(self, inference_request: Optional[InferenceRequest] = None,
                     raise_on_error: bool = True, **kwargs: Any) -> AsyncResponseIterator:
@@ -48,11 +44,8 @@ class Model:
 
         Call it from a running event loop.
         """
-        c_request, sink, response_queue, request_id = self._prepare(inference_request, kwargs)
-        iterator = AsyncResponseIterator(self, c_request, response_queue, raise_on_error, None,
-                                         _sink=sink, _request_id=request_id)
-        c_request.send(sink)
-        return iterator
+        return AsyncResponseIterator._send(self, submission(self, inference_request, kwargs),
+                                           raise_on_error)
 
     def metadata(self) -> dict[str, Any]:
         return json.loads(self._server._handle().model_metadata(self.name, self.version))
@@ -74,29 +67,6 @@ class Model:
     def transaction_properties(self) -> ModelTxnPropertyFlag:
         return ModelTxnPropertyFlag(
             self._server._handle().model_transaction_properties(self.name, self.version))
-
-    def _prepare(self, request: Optional[InferenceRequest],
-                 kwargs: dict[str, Any]) -> tuple[Any, Any, Any, Optional[str]]:
-        """(binding request, its sink, response_queue, request_id) for a call."""
-        sink = _bindings.ResponseSink()
-        if request is None and len(kwargs) == 1 and "inputs" in kwargs:
-            return _create_c_request_for_inputs(self, kwargs["inputs"]), sink, None, None
-        request = self._resolve_request(request, kwargs)
-        c_request = request._create_c_request()
-        if request._classify():
-            sink.set_classify(True)
-        return c_request, sink, request.response_queue, request.request_id
-
-    def _resolve_request(self, request: Optional[InferenceRequest],
-                         kwargs: dict[str, Any]) -> InferenceRequest:
-        if request is None:
-            return self.create_request(**kwargs)
-        if kwargs:
-            raise InvalidArgumentError("pass either an InferenceRequest or keyword arguments, not both")
-        if not isinstance(request, InferenceRequest):
-            raise InvalidArgumentError(
-                f"inference_request must be an InferenceRequest, not {type(request).__name__}")
-        return request
 
     def _input_datatypes(self) -> dict[str, DataType]:
         """Declared input types (for lists and scalars); cached per Model."""

@@ -1,18 +1,20 @@
 """Server options: every field of the reference, validated, then applied.
 
-Options is a plain dataclass. ``_apply`` validates a copy (the caller's
-object is never mutated) and calls one C setter per field. Validation errors
-raise InvalidArgumentError naming the field, before the core is touched; an
-error the core itself returns for a value is re-raised (same class) with the
-field's name in front.
+Options is a plain dataclass and the one table of the server options: each
+field names the binding's ServerOptions setter that applies it (tests check
+the binding has exactly these setters). Values are checked against the
+fields' annotations before the core is touched (InvalidArgumentError naming
+the field); an error the core itself returns for a value is re-raised (same
+class) with the field's name in front.
 """
 
 from __future__ import annotations
 
+import enum
 import json
-from dataclasses import dataclass, field, fields
-from functools import partial
-from typing import Any, Callable, Iterator, Optional, Union
+import typing
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from tritonserver._enums import InstanceGroupKind, LogFormat, ModelControlMode, RateLimitMode
 from tritonserver._errors import InvalidArgumentError, TritonError
@@ -34,6 +36,38 @@ class ModelLoadDeviceLimit:
     kind: InstanceGroupKind
     device: int
     fraction: float
+
+
+def _option(default: Any = MISSING, *, setter: str,
+            args: Optional[Callable[[Any], Iterable[tuple]]] = None,
+            factory: Any = MISSING, check: Any = None) -> Any:
+    """A field applied by the binding's `setter`, called once per tuple that
+    `args(value)` gives (default: once, with the value; not at all for None).
+    Its value is checked against its annotation, or against `check`."""
+    metadata = {"setter": setter, "args": args or _scalar, "check": check}
+    if factory is not MISSING:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def _scalar(value: Any) -> Iterable[tuple]:
+    if value is None:
+        return ()
+    if isinstance(value, enum.Enum):
+        return ((int(value),),)
+    return ((value,),)
+
+
+def _each(value: Any) -> Iterable[tuple]:
+    return ((item,) for item in ([value] if isinstance(value, str) else value))
+
+
+def _settings(value: dict[str, dict[str, Any]]) -> Iterable[tuple]:
+    return ((name, key, str(v)) for name, group in value.items() for key, v in group.items())
+
+
+# Named settings: their values are given to the core as text (str(value)).
+_SETTINGS = dict[str, dict[str, Any]]
 
 
 @dataclass
@@ -58,189 +92,145 @@ class Options:
     later server's may not take effect.
     """
 
-    model_repository: Union[str, list[str]] = field(default_factory=list)
-    server_id: str = "triton"
-    model_control_mode: ModelControlMode = ModelControlMode.NONE
-    startup_models: list[str] = field(default_factory=list)
-    strict_model_config: bool = True
-    rate_limiter_mode: RateLimitMode = RateLimitMode.OFF
-    rate_limiter_resources: list[RateLimiterResource] = field(default_factory=list)
-    pinned_memory_pool_size: int = 1 << 28
-    cuda_memory_pool_sizes: dict[int, int] = field(default_factory=dict)
-    cache_config: dict[str, dict[str, Any]] = field(default_factory=dict)
-    cache_directory: Optional[str] = None
-    min_supported_compute_capability: float = 6.0
-    exit_on_error: bool = True
-    strict_readiness: bool = True
-    exit_timeout: int = 30
-    buffer_manager_thread_count: int = 0
-    model_load_thread_count: int = 4
-    model_load_retry_count: int = 0
-    model_namespacing: bool = False
-    log_file: Optional[str] = None
-    log_info: bool = False
-    log_warn: bool = False
-    log_error: bool = False
-    log_format: LogFormat = LogFormat.DEFAULT
-    log_verbose: int = 0
-    metrics: bool = True
-    gpu_metrics: bool = True
-    cpu_metrics: bool = True
-    metrics_interval: int = 2000
-    backend_directory: Optional[str] = None
-    repo_agent_directory: str = "/opt/tritonserver/repoagents"
-    model_load_device_limits: list[ModelLoadDeviceLimit] = field(default_factory=list)
-    backend_configuration: dict[str, dict[str, str]] = field(default_factory=dict)
-    host_policies: dict[str, dict[str, str]] = field(default_factory=dict)
-    metrics_configuration: dict[str, dict[str, str]] = field(default_factory=dict)
+    model_repository: Union[str, list[str]] = _option(
+        setter="set_model_repository_path", args=_each, factory=list)
+    server_id: str = _option("triton", setter="set_server_id")
+    model_control_mode: ModelControlMode = _option(ModelControlMode.NONE,
+                                                   setter="set_model_control_mode")
+    startup_models: list[str] = _option(setter="set_startup_model", args=_each, factory=list)
+    strict_model_config: bool = _option(True, setter="set_strict_model_config")
+    rate_limiter_mode: RateLimitMode = _option(RateLimitMode.OFF, setter="set_rate_limiter_mode")
+    rate_limiter_resources: list[RateLimiterResource] = _option(
+        setter="add_rate_limiter_resource", factory=list,
+        args=lambda v: ((r.name, r.count, r.device) for r in v))
+    pinned_memory_pool_size: int = _option(1 << 28, setter="set_pinned_memory_pool_byte_size")
+    cuda_memory_pool_sizes: dict[int, int] = _option(
+        setter="set_cuda_memory_pool_byte_size", factory=dict, args=lambda v: v.items())
+    cache_config: dict[str, dict[str, Any]] = _option(
+        setter="set_cache_config", factory=dict,
+        args=lambda v: ((name, json.dumps(config)) for name, config in v.items()))
+    cache_directory: Optional[str] = _option(None, setter="set_cache_directory")
+    min_supported_compute_capability: float = _option(
+        6.0, setter="set_min_supported_compute_capability", args=lambda v: ((float(v),),))
+    exit_on_error: bool = _option(True, setter="set_exit_on_error")
+    strict_readiness: bool = _option(True, setter="set_strict_readiness")
+    exit_timeout: int = _option(30, setter="set_exit_timeout")
+    buffer_manager_thread_count: int = _option(0, setter="set_buffer_manager_thread_count")
+    model_load_thread_count: int = _option(4, setter="set_model_load_thread_count")
+    # Always set: left unset, core 2.51 retries a failing load endlessly.
+    model_load_retry_count: int = _option(0, setter="set_model_load_retry_count")
+    model_namespacing: bool = _option(False, setter="set_model_namespacing")
+    log_file: Optional[str] = _option(None, setter="set_log_file")
+    log_info: bool = _option(False, setter="set_log_info")
+    log_warn: bool = _option(False, setter="set_log_warn")
+    log_error: bool = _option(False, setter="set_log_error")
+    log_format: LogFormat = _option(LogFormat.DEFAULT, setter="set_log_format")
+    log_verbose: int = _option(0, setter="set_log_verbose")
+    metrics: bool = _option(True, setter="set_metrics")
+    gpu_metrics: bool = _option(True, setter="set_gpu_metrics")
+    cpu_metrics: bool = _option(True, setter="set_cpu_metrics")
+    metrics_interval: int = _option(2000, setter="set_metrics_interval")
+    backend_directory: Optional[str] = _option(None, setter="set_backend_directory")
+    repo_agent_directory: str = _option("/opt/tritonserver/repoagents",
+                                        setter="set_repo_agent_directory")
+    model_load_device_limits: list[ModelLoadDeviceLimit] = _option(
+        setter="set_model_load_device_limit", factory=list,
+        args=lambda v: ((int(x.kind), x.device, float(x.fraction)) for x in v))
+    backend_configuration: dict[str, dict[str, str]] = _option(
+        setter="set_backend_config", factory=dict, args=_settings, check=_SETTINGS)
+    host_policies: dict[str, dict[str, str]] = _option(
+        setter="set_host_policy", factory=dict, args=_settings, check=_SETTINGS)
+    metrics_configuration: dict[str, dict[str, str]] = _option(
+        setter="set_metrics_config", factory=dict, args=_settings, check=_SETTINGS)
 
     def _repositories(self) -> list[str]:
         repos = self.model_repository
         return [repos] if isinstance(repos, str) else list(repos)
 
     def _validate(self) -> None:
+        hints = typing.get_type_hints(Options)
         for f in fields(self):
-            _check_field(f.name, getattr(self, f.name))
+            _check(f.name, getattr(self, f.name), f.metadata["check"] or hints[f.name])
         if not self._repositories():
             raise InvalidArgumentError("Options.model_repository: at least one path is required")
 
     def _apply(self, c_options: Any) -> None:
-        """Validate, then set every field on a binding ServerOptions. An error
-        the core returns for a value names the field it came from."""
+        """Validate, then apply every field through its setter, in the order
+        of the fields. An error the core returns for a value names the field
+        it came from."""
         self._validate()
-        for name, set_field in self._setters(c_options):
-            try:
-                set_field()
-            except TritonError as e:
-                raise type(e)(f"Options.{name}: {e}") from None
-
-    def _setters(self, o: Any) -> Iterator[tuple[str, Callable[[], Any]]]:
-        """(field name, call applying it) for every field, in the C API's order."""
-        for path in self._repositories():
-            yield "model_repository", partial(o.set_model_repository_path, path)
-        yield "server_id", partial(o.set_server_id, self.server_id)
-        yield "model_control_mode", partial(o.set_model_control_mode,
-                                            int(self.model_control_mode))
-        for name in self.startup_models:
-            yield "startup_models", partial(o.set_startup_model, name)
-        yield "strict_model_config", partial(o.set_strict_model_config, self.strict_model_config)
-        yield "rate_limiter_mode", partial(o.set_rate_limiter_mode, int(self.rate_limiter_mode))
-        for r in self.rate_limiter_resources:
-            yield "rate_limiter_resources", partial(o.add_rate_limiter_resource,
-                                                    r.name, r.count, r.device)
-        yield "pinned_memory_pool_size", partial(o.set_pinned_memory_pool_byte_size,
-                                                 self.pinned_memory_pool_size)
-        for device, size in self.cuda_memory_pool_sizes.items():
-            yield "cuda_memory_pool_sizes", partial(o.set_cuda_memory_pool_byte_size, device, size)
-        for cache, config in self.cache_config.items():
-            yield "cache_config", partial(o.set_cache_config, cache, json.dumps(config))
-        if self.cache_directory is not None:
-            yield "cache_directory", partial(o.set_cache_directory, self.cache_directory)
-        yield "min_supported_compute_capability", partial(
-            o.set_min_supported_compute_capability, float(self.min_supported_compute_capability))
-        yield "exit_on_error", partial(o.set_exit_on_error, self.exit_on_error)
-        yield "strict_readiness", partial(o.set_strict_readiness, self.strict_readiness)
-        yield "exit_timeout", partial(o.set_exit_timeout, self.exit_timeout)
-        yield "buffer_manager_thread_count", partial(o.set_buffer_manager_thread_count,
-                                                     self.buffer_manager_thread_count)
-        yield "model_load_thread_count", partial(o.set_model_load_thread_count,
-                                                 self.model_load_thread_count)
-        # Always set: left unset, core 2.51 retries a failing load endlessly.
-        yield "model_load_retry_count", partial(o.set_model_load_retry_count,
-                                                self.model_load_retry_count)
-        yield "model_namespacing", partial(o.set_model_namespacing, self.model_namespacing)
-        if self.log_file is not None:
-            yield "log_file", partial(o.set_log_file, self.log_file)
-        yield "log_info", partial(o.set_log_info, self.log_info)
-        yield "log_warn", partial(o.set_log_warn, self.log_warn)
-        yield "log_error", partial(o.set_log_error, self.log_error)
-        yield "log_format", partial(o.set_log_format, int(self.log_format))
-        yield "log_verbose", partial(o.set_log_verbose, self.log_verbose)
-        yield "metrics", partial(o.set_metrics, self.metrics)
-        yield "gpu_metrics", partial(o.set_gpu_metrics, self.gpu_metrics)
-        yield "cpu_metrics", partial(o.set_cpu_metrics, self.cpu_metrics)
-        yield "metrics_interval", partial(o.set_metrics_interval, self.metrics_interval)
-        if self.backend_directory is not None:
-            yield "backend_directory", partial(o.set_backend_directory, self.backend_directory)
-        yield "repo_agent_directory", partial(o.set_repo_agent_directory,
-                                              self.repo_agent_directory)
-        for limit in self.model_load_device_limits:
-            yield "model_load_device_limits", partial(
-                o.set_model_load_device_limit, int(limit.kind), limit.device,
-                float(limit.fraction))
-        for group, call in (("backend_configuration", o.set_backend_config),
-                            ("host_policies", o.set_host_policy),
-                            ("metrics_configuration", o.set_metrics_config)):
-            for name, settings in getattr(self, group).items():
-                for key, value in settings.items():
-                    yield group, partial(call, name, key, str(value))
+        for f in fields(self):
+            setter = getattr(c_options, f.metadata["setter"])
+            for args in f.metadata["args"](getattr(self, f.name)):
+                try:
+                    setter(*args)
+                except TritonError as e:
+                    raise type(e)(f"Options.{f.name}: {e}") from None
 
 
-_UINT_FIELDS = {
-    "pinned_memory_pool_size", "exit_timeout", "buffer_manager_thread_count",
-    "model_load_thread_count", "model_load_retry_count", "log_verbose", "metrics_interval",
-}
-_BOOL_FIELDS = {
-    "strict_model_config", "exit_on_error", "strict_readiness", "model_namespacing",
-    "log_info", "log_warn", "log_error", "metrics", "gpu_metrics", "cpu_metrics",
-}
-_STR_FIELDS = {"server_id", "repo_agent_directory"}
-_OPTIONAL_STR_FIELDS = {"cache_directory", "log_file", "backend_directory"}
-_ENUM_FIELDS = {
-    "model_control_mode": ModelControlMode,
-    "rate_limiter_mode": RateLimitMode,
-    "log_format": LogFormat,
-}
-_NESTED_STR_DICT_FIELDS = {"backend_configuration", "host_policies", "metrics_configuration"}
+def setter_names() -> set[str]:
+    """The binding setters the fields use (tests/binding compares them with
+    the binding's)."""
+    return {f.metadata["setter"] for f in fields(Options)}
 
 
 def _fail(name: str, expected: str, value: Any) -> None:
     raise InvalidArgumentError(f"Options.{name}: expected {expected}, got {value!r}")
 
 
-def _check_field(name: str, value: Any) -> None:
-    if name in _UINT_FIELDS:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            _fail(name, "a non-negative int", value)
-    elif name in _BOOL_FIELDS:
-        if not isinstance(value, bool):
-            _fail(name, "a bool", value)
-    elif name in _STR_FIELDS:
-        if not isinstance(value, str):
-            _fail(name, "a str", value)
-    elif name in _OPTIONAL_STR_FIELDS:
-        if value is not None and not isinstance(value, str):
-            _fail(name, "a str or None", value)
-    elif name in _ENUM_FIELDS:
-        try:
-            _ENUM_FIELDS[name](value)
-        except ValueError:
-            _fail(name, f"a {_ENUM_FIELDS[name].__name__}", value)
-    elif name in _NESTED_STR_DICT_FIELDS or name == "cache_config":
-        if not isinstance(value, dict) or not all(
-                isinstance(k, str) and isinstance(v, dict) for k, v in value.items()):
-            _fail(name, "a dict of str to dict", value)
-    elif name == "model_repository":
-        paths = [value] if isinstance(value, str) else value
-        if not isinstance(paths, (list, tuple)) or not all(isinstance(p, str) for p in paths):
-            _fail(name, "a str or a list of str", value)
-    elif name == "startup_models":
-        if not isinstance(value, (list, tuple)) or not all(isinstance(p, str) for p in value):
-            _fail(name, "a list of str", value)
-    elif name == "min_supported_compute_capability":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            _fail(name, "a float", value)
-    elif name == "cuda_memory_pool_sizes":
-        if not isinstance(value, dict) or not all(
-                isinstance(k, int) and isinstance(v, int) and v >= 0 for k, v in value.items()):
-            _fail(name, "a dict of device id to byte size", value)
-    elif name == "rate_limiter_resources":
-        if not all(isinstance(r, RateLimiterResource) for r in value):
-            _fail(name, "a list of RateLimiterResource", value)
-    elif name == "model_load_device_limits":
-        if not all(isinstance(r, ModelLoadDeviceLimit) for r in value):
-            _fail(name, "a list of ModelLoadDeviceLimit", value)
-        for limit in value:
-            if isinstance(limit.fraction, bool) or not isinstance(limit.fraction, (int, float)) \
-                    or not 0.0 <= limit.fraction <= 1.0:
+def _check(name: str, value: Any, hint: Any) -> None:
+    """Check `value` against the field's annotation `hint`. Every int of the
+    options is a count, size or time: non-negative."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Union:
+        if value is None and type(None) in args:
+            return
+        kinds = [a for a in args if a is not type(None)]
+        if not any(_fits(value, k) for k in kinds):
+            _fail(name, " or ".join([_describe(k) for k in kinds] +
+                                    ["None"] * (type(None) in args)), value)
+    elif not _fits(value, hint):
+        _fail(name, _describe(hint), value)
+    elif hint is ModelLoadDeviceLimit or (origin is list and args[0] is ModelLoadDeviceLimit):
+        for limit in value if origin is list else [value]:
+            fraction = limit.fraction
+            if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) \
+                    or not 0.0 <= fraction <= 1.0:
                 _fail(name, "fractions between 0.0 and 1.0", limit)
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        try:
+            hint(value)
+        except ValueError:
+            return False
+        return True
+    if origin is list:
+        return isinstance(value, (list, tuple)) and all(_fits(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            _fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items())
+    return isinstance(value, hint)
+
+
+def _describe(hint: Any) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is int:
+        return "a non-negative int"
+    if origin is list:
+        return f"a list of {_describe(args[0]).split(' ', 1)[-1]}"
+    if origin is dict:
+        return f"a dict of {_describe(args[0]).split(' ', 1)[-1]} to " \
+               f"{_describe(args[1]).split(' ', 1)[-1]}"
+    name = getattr(hint, "__name__", str(hint))
+    return f"an {name}" if name[0] in "AEIOU" else f"a {name}"

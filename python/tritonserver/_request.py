@@ -48,8 +48,8 @@ class InferenceRequest:
     output_memory_allocator: Optional["MemoryAllocator"] = None
     response_queue: Optional[Union[queue.SimpleQueue, asyncio.Queue]] = None
 
-    def _create_c_request(self) -> Any:
-        """The binding's request, filled from this object (validated first).
+    def _submission(self) -> "Submission":
+        """This request as the binding's, ready to send (validated first).
 
         Fields at their defaults cost nothing; only set ones are checked.
         """
@@ -73,36 +73,68 @@ class InferenceRequest:
         if self.timeout:
             _check_uint("timeout", self.timeout, 64)
             request.set_timeout_microseconds(self.timeout)
+        queue = _bindings.ResponseQueue()
         if self.parameters:
-            for key, value in self.parameters.items():
-                if key != CLASSIFICATION_PARAMETER:  # ours, not the model's
-                    _set_parameter(request, key, value)
+            if not isinstance(self.parameters, dict):
+                raise InvalidArgumentError("parameters must be a dict of str to str, int, "
+                                           "bool or float")
+            parameters = self.parameters
+            if CLASSIFICATION_PARAMETER in parameters:  # ours, not the model's
+                queue.set_classify(_classify(parameters[CLASSIFICATION_PARAMETER]))
+                parameters = {k: v for k, v in parameters.items()
+                              if k != CLASSIFICATION_PARAMETER}
+            request.set_parameters(parameters)
         if self.output_memory_allocator is not None or self.output_memory_type is not None:
             _set_output_memory(request, self.output_memory_allocator, self.output_memory_type)
         _add_inputs(request, model, self.inputs)
-        return request
+        return Submission(request, queue, self.response_queue, self.request_id)
 
 
-    def _classify(self) -> bool:
-        """Whether the "classification" parameter asks for classification
-        labels (True or 1). It is read by this package, not sent to the
-        model: the top class of the first output, by its model's label file,
-        becomes each response's classification_label."""
-        value = self.parameters.get(CLASSIFICATION_PARAMETER) if self.parameters else None
-        if value is None or value is False:
-            return False
-        if value is True or (type(value) is int and value == 1):
-            return True
+class Submission:
+    """A binding request ready to send, and where its responses go: the
+    binding's queue, and the caller's response_queue if any."""
+
+    __slots__ = ("c_request", "queue", "user_queue", "request_id")
+
+    def __init__(self, c_request: Any, queue: Any, user_queue: Any = None,
+                 request_id: Optional[str] = None):
+        self.c_request = c_request
+        self.queue = queue
+        self.user_queue = user_queue
+        self.request_id = request_id
+
+
+def submission(model: "Model", request: Optional[InferenceRequest],
+               kwargs: dict[str, Any]) -> Submission:
+    """What Model.infer sends: `request`, or one made of the keyword
+    arguments. A call that gives only inputs (the common case) builds the
+    binding request directly, without an InferenceRequest."""
+    if request is None:
+        if len(kwargs) == 1 and "inputs" in kwargs:
+            c_request = _bindings.InferenceRequest(model._server._handle(), model.name,
+                                                   model.version)
+            _add_inputs(c_request, model, kwargs["inputs"])
+            return Submission(c_request, _bindings.ResponseQueue())
+        return InferenceRequest(model=model, **kwargs)._submission()
+    if kwargs:
+        raise InvalidArgumentError("pass either an InferenceRequest or keyword arguments, not both")
+    if not isinstance(request, InferenceRequest):
         raise InvalidArgumentError(
-            f"parameter '{CLASSIFICATION_PARAMETER}' must be True (or 1): the top class's label")
+            f"inference_request must be an InferenceRequest, not {type(request).__name__}")
+    return request._submission()
 
 
-def _create_c_request_for_inputs(model: "Model", inputs: Any) -> Any:
-    """The binding's request for a call that gives only inputs (the common
-    case): no InferenceRequest object is built."""
-    request = _bindings.InferenceRequest(model._server._handle(), model.name, model.version)
-    _add_inputs(request, model, inputs)
-    return request
+def _classify(value: Any) -> bool:
+    """Whether the "classification" parameter asks for classification
+    labels (True or 1). It is read by this package, not sent to the model:
+    the top class of the first output, by its model's label file, becomes
+    each response's classification_label."""
+    if value is None or value is False:
+        return False
+    if value is True or (type(value) is int and value == 1):
+        return True
+    raise InvalidArgumentError(
+        f"parameter '{CLASSIFICATION_PARAMETER}' must be True (or 1): the top class's label")
 
 
 def _add_inputs(request: Any, model: "Model", inputs: Any) -> None:
@@ -153,21 +185,3 @@ def _check_type(name: str, value: Any, kind: type) -> None:
 def _check_uint(name: str, value: Any, bits: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < (1 << bits):
         raise InvalidArgumentError(f"{name} must be an int in [0, 2**{bits}), got {value!r}")
-
-
-def _set_parameter(request: Any, key: Any, value: Any) -> None:
-    if not isinstance(key, str):
-        raise InvalidArgumentError(f"parameter names must be str, not {type(key).__name__}")
-    if isinstance(value, bool):
-        request.set_bool_parameter(key, value)
-    elif isinstance(value, int):
-        if not -(1 << 63) <= value < (1 << 63):
-            raise InvalidArgumentError(f"parameter '{key}' does not fit in 64 bits")
-        request.set_int_parameter(key, value)
-    elif isinstance(value, str):
-        request.set_string_parameter(key, value)
-    elif isinstance(value, float):
-        request.set_double_parameter(key, value)
-    else:
-        raise InvalidArgumentError(
-            f"parameter '{key}' must be str, int, bool or float, not {type(value).__name__}")

@@ -142,13 +142,7 @@ class Server:
         """Load (or reload) a model; returns its handle."""
         handle = self._handle()
         _runtime.check_model_loadable(self.options, model_name)
-        params = []
-        for key, value in (parameters or {}).items():
-            if not isinstance(key, str) or not isinstance(value, (str, int, bool, bytes)):
-                raise InvalidArgumentError(
-                    f"load parameter {key!r}: names are str, values str, int, bool or bytes")
-            params.append((key, value))
-        handle.load_model(model_name, params)
+        handle.load_model(model_name, parameters)
         return Model(self, model_name)
 
     def unload(self, model: Any, unload_dependents: bool = False,

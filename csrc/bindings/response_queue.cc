@@ -1,0 +1,185 @@
+#include "bindings/response_queue.h"
+
+#include <pybind11/stl.h>
+#include <pybind11/typing.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "bindings/errors.h"
+#include "bindings/loop_notifier.h"
+#include "pyinterop/gil.h"
+
+namespace py = pybind11;
+
+namespace tritonpy {
+
+pyinterop::OwnedRef PythonWaker::Wake() noexcept {
+  pyinterop::AcquireGil gil;
+  if (!gil.held()) return {};
+  PyObject* result = PyObject_CallNoArgs(callable_.get());
+  if (result != nullptr) {
+    Py_DECREF(result);
+    return {};
+  }
+  // Kept for the reader instead of lost on this thread.
+  PyObject *type, *value, *trace;
+  PyErr_Fetch(&type, &value, &trace);
+  PyErr_NormalizeException(&type, &value, &trace);
+  if (trace != nullptr && value != nullptr) PyException_SetTraceback(value, trace);
+  Py_XDECREF(type);
+  Py_XDECREF(trace);
+  return pyinterop::OwnedRef::Steal(value);
+}
+
+void ResponseQueue::SetWaker(std::shared_ptr<Waker> waker, bool always) {
+  std::shared_ptr<Waker> old;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    old = std::move(waker_);
+    waker_ = std::move(waker);
+    always_ = always;
+    armed_ = false;
+  }
+  // `old` dies here, outside the lock (a Python waker takes the GIL to die).
+}
+
+void ResponseQueue::OnComplete(TRITONSERVER_InferenceResponse* response, uint32_t flags,
+                               void* userp) {
+  auto* holder = static_cast<std::shared_ptr<ResponseQueue>*>(userp);
+  ResponseQueue& queue = **holder;
+  std::unique_ptr<ResponseRecord> record;
+  try {
+    record = response != nullptr ? ReadResponse(response, flags, queue.classify_)
+                                 : std::make_unique<ResponseRecord>();
+    record->flags = flags;
+  } catch (const std::exception& e) {
+    try {
+      record = ErrorRecord(flags, TRITONSERVER_ERROR_INTERNAL,
+                           std::string("cannot read the response: ") + e.what());
+    } catch (...) {  // out of memory: the reader learns nothing of this one
+    }
+  }
+  if (record) queue.Push(std::move(record));
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) delete holder;
+}
+
+void ResponseQueue::Push(std::unique_ptr<ResponseRecord> record) noexcept {
+  std::shared_ptr<Waker> waker;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (abandoned_) return;  // the reader was told it is over: drop the rest
+    if (record->final()) final_seen_ = true;
+    records_.push_back(std::move(record));
+    if (always_ || armed_) waker = waker_;
+    armed_ = false;
+  }
+  ready_.notify_all();
+  if (waker == nullptr) return;
+  pyinterop::OwnedRef error = waker->Wake();
+  if (!error) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!waker_error_) waker_error_ = std::move(error);
+  // else `error` dies at return, with the GIL (OwnedRef)
+}
+
+bool ResponseQueue::Abandon(TRITONSERVER_Error_Code code, const std::string& message) noexcept {
+  try {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (final_seen_ || abandoned_) return false;
+    }
+    Push(ErrorRecord(TRITONSERVER_RESPONSE_COMPLETE_FINAL, code, message));
+    std::lock_guard<std::mutex> lock(mutex_);
+    abandoned_ = true;
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+ResponseQueue::MaybeRecord ResponseQueue::TryPop() {
+  std::unique_ptr<ResponseRecord> record;
+  pyinterop::OwnedRef error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error = std::move(waker_error_);
+    if (!error) {
+      if (records_.empty()) return py::none();
+      record = std::move(records_.front());
+      records_.pop_front();
+    }
+  }
+  if (error) {
+    PyObject* exception = error.get();
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception)), exception);
+    throw py::error_already_set();
+  }
+  return py::cast(std::move(record));
+}
+
+ResponseQueue::MaybeRecord ResponseQueue::Pop(double timeout_s) {
+  using Clock = std::chrono::steady_clock;
+  const bool forever = timeout_s < 0;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(forever ? 0 : timeout_s));
+  // Waits in short slices, so that Ctrl-C (a pending signal) interrupts.
+  const auto slice = std::chrono::milliseconds(100);
+  while (true) {
+    bool have = false;
+    {
+      py::gil_scoped_release unlocked;  // the core's threads push meanwhile
+      std::unique_lock<std::mutex> lock(mutex_);
+      auto until = forever ? Clock::now() + slice : std::min(deadline, Clock::now() + slice);
+      have = ready_.wait_until(lock, until,
+                               [this] { return !records_.empty() || bool(waker_error_); });
+    }
+    if (have) {
+      MaybeRecord record = TryPop();  // another reader may have won the race
+      if (!record.is_none()) return record;
+    }
+    if (!forever && Clock::now() >= deadline) return py::none();
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+}
+
+bool ResponseQueue::Arm() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!records_.empty() || waker_error_) return false;
+  armed_ = true;
+  return true;
+}
+
+void RegisterResponseQueue(py::module_& m) {
+  py::class_<ResponseQueue, std::shared_ptr<ResponseQueue>>(
+      m, "ResponseQueue", "Where one request's responses wait to be read.")
+      .def(py::init<>())
+      .def("try_pop", &ResponseQueue::TryPop,
+           "The next Response, or None when none has arrived.")
+      .def("pop", &ResponseQueue::Pop, py::arg("timeout") = -1.0,
+           "Wait (without the GIL) for the next Response; None on timeout.")
+      .def("arm", &ResponseQueue::Arm,
+           "One wake-up at the next arrival; False when one is already there.")
+      .def(
+          "set_python_waker",
+          [](ResponseQueue& q, py::typing::Optional<py::typing::Callable<void()>> callable,
+             bool always) {
+            q.SetWaker(callable.is_none() ? nullptr
+                                          : std::make_shared<PythonWaker>(std::move(callable)),
+                       always);
+          },
+          py::arg("callable"), py::arg("always") = true,
+          "Call `callable` (on the core's thread, with the GIL) at every arrival, or only "
+          "when armed; None stops.")
+      .def(
+          "set_loop_waker",
+          [](ResponseQueue& q, std::shared_ptr<LoopNotifier> notifier, uint64_t token) {
+            q.SetWaker(std::make_shared<LoopWaker>(std::move(notifier), token), false);
+          },
+          py::arg("notifier"), py::arg("token"),
+          "When armed, wake an event loop through its LoopNotifier with `token`.")
+      .def("set_classify", &ResponseQueue::SetClassify, py::arg("classify"),
+           "Read the first output's class labels of each response.");
+}
+
+}  // namespace tritonpy

@@ -1,0 +1,102 @@
+// Where a request's responses wait for Python. The core pushes records from
+// its threads without the GIL (ResponseQueue::OnComplete is the completion
+// callback); Python pops them, waiting with the GIL released. A Waker tells
+// the reader that something arrived: at every arrival, or only for the first
+// one after the reader armed the queue (Arm), so that a burst costs one
+// wake-up.
+#pragma once
+
+#include <pybind11/pybind11.h>
+#include <pybind11/typing.h>
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "bindings/response_record.h"
+#include "bindings/user_allocator.h"
+#include "pyinterop/ref.h"
+#include "triton/tritonserver.h"
+
+namespace tritonpy {
+
+class Waker {
+ public:
+  virtual ~Waker() = default;
+  // After an arrival, on the pushing thread, outside the queue's lock and
+  // without the GIL. Returns an exception the reader must hear of (empty
+  // when none).
+  virtual pyinterop::OwnedRef Wake() noexcept = 0;
+};
+
+// Calls a Python callable (with the GIL, on the pushing thread).
+class PythonWaker final : public Waker {
+ public:
+  explicit PythonWaker(pybind11::object callable) : callable_(std::move(callable)) {}
+  pyinterop::OwnedRef Wake() noexcept override;
+
+ private:
+  pyinterop::OwnedRef callable_;
+};
+
+class ResponseQueue {
+ public:
+  ResponseQueue() = default;
+  ResponseQueue(const ResponseQueue&) = delete;
+  ResponseQueue& operator=(const ResponseQueue&) = delete;
+
+  // ---- Before the request is sent ----
+  // `always`: wake at every arrival; otherwise only when armed. A null
+  // waker stops the wake-ups (any time).
+  void SetWaker(std::shared_ptr<Waker> waker, bool always);
+  void SetClassify(bool classify) { classify_ = classify; }
+  // The Python allocator of this request's outputs, kept as long as the
+  // queue (the core may allocate until the final response).
+  void SetUserAllocator(std::unique_ptr<UserAllocator> allocator) {
+    user_allocator_ = std::move(allocator);
+  }
+  UserAllocator* user_allocator() const { return user_allocator_.get(); }
+
+  // ---- Core side (any thread, no GIL) ----
+  // The completion callback; userp is a heap-allocated
+  // shared_ptr<ResponseQueue>, freed at the final flag.
+  static void OnComplete(TRITONSERVER_InferenceResponse* response, uint32_t flags,
+                         void* userp);
+  // Ends the request for its reader: a final error record, unless the final
+  // one already came. Whatever the core sends later is dropped. Returns
+  // whether it ended it.
+  bool Abandon(TRITONSERVER_Error_Code code, const std::string& message) noexcept;
+
+  // ---- Python side ----
+  using MaybeRecord = pybind11::typing::Optional<ResponseRecord>;
+  // The next Response, or None when none is there; raises a waker's error
+  // (once) instead.
+  MaybeRecord TryPop();
+  // Waits (without the GIL) up to `timeout_s` (< 0: forever) for the next
+  // Response; None on timeout.
+  MaybeRecord Pop(double timeout_s);
+  // Asks for one wake-up at the next arrival; false (and nothing asked)
+  // when something is already there to pop.
+  bool Arm();
+
+ private:
+  void Push(std::unique_ptr<ResponseRecord> record) noexcept;
+
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::unique_ptr<ResponseRecord>> records_;
+  bool final_seen_ = false;
+  bool abandoned_ = false;
+  bool armed_ = false;
+  bool always_ = false;
+  bool classify_ = false;  // set before the request is sent
+  std::shared_ptr<Waker> waker_;
+  pyinterop::OwnedRef waker_error_;  // the first exception a waker returned
+  std::unique_ptr<UserAllocator> user_allocator_;
+};
+
+void RegisterResponseQueue(pybind11::module_& m);
+
+}  // namespace tritonpy

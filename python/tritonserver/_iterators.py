@@ -1,0 +1,374 @@
+"""ResponseIterator and AsyncResponseIterator: the responses of one request,
+in the order they arrive.
+
+Both read the binding's ResponseQueue of the request. The sync iterator
+waits on it without the GIL. The async one is woken through its event loop:
+an eventfd the loop watches (a LoopNotifier, no GIL on the core's threads),
+or call_soon_threadsafe on loops that cannot watch one. With a
+response_queue, a forwarder (called on the core's thread, with the GIL)
+moves every response into that queue on arrival as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import itertools
+import queue
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from tritonserver._c import triton_bindings as _bindings
+from tritonserver._errors import InvalidArgumentError
+from tritonserver._request import InferenceRequest, Submission
+from tritonserver._response import InferenceResponse, _raise_without_cycle
+
+if TYPE_CHECKING:
+    from tritonserver._model import Model
+
+
+class _Forwarder:
+    """Delivers a request's responses on arrival: into the user's queue (as
+    the reference asks: there as well as to the iterator) and into a deque
+    the iterator reads. Called by the binding's queue on a core thread, with
+    the GIL; the lock keeps the user's queue in arrival order."""
+
+    def __init__(self, model: "Model", submission: Submission,
+                 loop: Optional[asyncio.AbstractEventLoop]):
+        self._model = model
+        self._queue = submission.queue
+        self._user_queue = submission.user_queue
+        self._request_id = submission.request_id
+        self._loop = loop
+        self.ready = threading.Condition()
+        self.pending: collections.deque[InferenceResponse] = collections.deque()
+        self.on_item: Optional[Callable[[], None]] = None
+        self.queue_error: Optional[BaseException] = None  # from the user's queue
+        self._error_taken = False
+        # An asyncio.Queue is filled on its loop's thread, by flush().
+        self._unqueued: Optional[collections.deque[InferenceResponse]] = (
+            collections.deque() if isinstance(self._user_queue, asyncio.Queue) else None)
+
+    def __call__(self) -> None:
+        with self.ready:
+            while True:
+                record = self._queue.try_pop()
+                if record is None:
+                    break
+                response = InferenceResponse._from_record(self._model, record, self._request_id)
+                self.pending.append(response)  # first: a failing queue loses nothing
+                if self._unqueued is not None:
+                    self._unqueued.append(response)
+                    loop = self._loop or _queue_loop(self._user_queue)
+                    loop.call_soon_threadsafe(self.flush)
+                else:
+                    self._put(response)
+                if response.final:
+                    self._queue.set_python_waker(None)  # the queue no longer needs us
+            self.ready.notify_all()
+        if self.on_item is not None:
+            self.on_item()
+
+    def flush(self) -> None:
+        """Move arrivals into the asyncio.Queue (on the loop's thread). The
+        iterator calls it too, so a response is in the queue no later than
+        the iterator yields it."""
+        unqueued = self._unqueued
+        while unqueued:
+            self._put(unqueued.popleft())
+
+    def _put(self, response: InferenceResponse) -> None:
+        # Never blocks (a full bounded queue would stall the core's thread,
+        # and stop() with it) and never raises here: the first failure (a
+        # full or closed queue) is kept for the iterator to raise, and the
+        # queue gets nothing more; the iterator still has every response.
+        if self.queue_error is not None:
+            return
+        try:
+            put = getattr(self._user_queue, "put_nowait", None) or self._user_queue.put
+            put(response)
+        except Exception as e:
+            self.queue_error = e.with_traceback(None)  # no frames kept alive
+
+    def take_error(self) -> Optional[BaseException]:
+        """The queue's failure, once (then None)."""
+        if self.queue_error is None or self._error_taken:
+            return None
+        self._error_taken = True
+        return self.queue_error
+
+
+def _queue_loop(q: asyncio.Queue) -> asyncio.AbstractEventLoop:
+    loop = getattr(q, "_loop", None) or getattr(q, "_get_loop", lambda: None)()
+    if loop is None:
+        raise RuntimeError("an asyncio.Queue given as response_queue needs async_infer")
+    return loop
+
+
+def _public_submission(request: Any, user_queue: Any) -> Submission:
+    """The submission of an iterator built by the user around a request."""
+    if not isinstance(request, InferenceRequest):
+        raise InvalidArgumentError(
+            f"request must be an InferenceRequest, not {type(request).__name__} "
+            "(or call Model.infer / Model.async_infer)")
+    submission = request._submission()
+    if user_queue is not None:
+        submission.user_queue = user_queue
+    return submission
+
+
+class _Responses:
+    """What both iterators share: reading records in order, marking the
+    end, raising errors, cancelling."""
+
+    _model: "Model"
+    _submission: Submission
+    _forwarder: Optional[_Forwarder]
+    _raise_on_error: bool
+    _complete: bool
+
+    def _setup(self, model: "Model", submission: Submission, raise_on_error: bool,
+               forwarder: Optional[_Forwarder]) -> None:
+        self._model = model
+        self._submission = submission
+        self._forwarder = forwarder
+        self._raise_on_error = raise_on_error
+        self._complete = False
+
+    def _make(self, record: Any) -> InferenceResponse:
+        return InferenceResponse._from_record(self._model, record, self._submission.request_id)
+
+    def _deliver(self, response: InferenceResponse) -> InferenceResponse:
+        if response.final:
+            self._complete = True
+        if self._raise_on_error and response.error is not None:
+            _raise_without_cycle(response)
+        return response
+
+    def cancel(self) -> None:
+        """Ask the core to cancel the request (best effort)."""
+        if not self._complete:
+            self._submission.c_request.cancel()
+
+    def __del__(self) -> None:
+        # Dropped before the end, with no queue still reading: stop the work
+        # nobody will read.
+        try:
+            if getattr(self, "_forwarder", True) is None:
+                self.cancel()
+        except Exception:
+            pass
+
+
+class ResponseIterator(_Responses):
+    """Iterates the responses of one request, in the order they arrive.
+
+    Model.infer returns one. Built directly, as the reference's signature
+    allows, ``request`` is an InferenceRequest and the constructor sends it
+    (exactly as ``model.infer(request)`` would), with ``user_queue``, when
+    given, in place of the request's response_queue.
+    """
+
+    def __init__(self, model: "Model", request: Any,
+                 user_queue: Optional[queue.SimpleQueue] = None,
+                 raise_on_error: bool = False):
+        self._start(model, _public_submission(request, user_queue), raise_on_error)
+
+    @classmethod
+    def _send(cls, model: "Model", submission: Submission,
+              raise_on_error: bool) -> "ResponseIterator":
+        """Model.infer's way in: an iterator over a prepared submission."""
+        iterator = cls.__new__(cls)
+        iterator._start(model, submission, raise_on_error)
+        return iterator
+
+    def _start(self, model: "Model", submission: Submission, raise_on_error: bool) -> None:
+        forwarder = None
+        if submission.user_queue is not None:
+            forwarder = _Forwarder(model, submission, None)
+            submission.queue.set_python_waker(forwarder)
+        self._setup(model, submission, raise_on_error, forwarder)
+        submission.c_request.send(submission.queue)  # the waker is in place first
+
+    def __iter__(self) -> "ResponseIterator":
+        return self
+
+    def __next__(self) -> InferenceResponse:
+        if self._complete:
+            raise StopIteration
+        forwarder = self._forwarder
+        if forwarder is None:
+            return self._deliver(self._make(self._submission.queue.pop(-1.0)))  # no GIL
+        with forwarder.ready:
+            while not forwarder.pending:
+                forwarder.ready.wait(0.1)  # short waits: Ctrl-C stays possible
+            error = forwarder.take_error()
+            if error is not None:
+                raise error  # the queue refused a response: the caller hears of it
+            response = forwarder.pending.popleft()
+        return self._deliver(response)
+
+
+class AsyncResponseIterator(_Responses):
+    """Asyncio iterator over the responses of one request, in arrival order.
+
+    Model.async_infer returns one; built directly (in a running loop, or
+    given ``loop``), it sends an InferenceRequest as ResponseIterator does.
+    """
+
+    _loop: asyncio.AbstractEventLoop
+    _waiter: Optional[asyncio.Future]
+    _token: int
+    _waker: "_LoopWaker"
+
+    def __init__(self, model: "Model", request: Any,
+                 user_queue: Optional[asyncio.Queue] = None,
+                 raise_on_error: bool = False,
+                 loop: Optional[asyncio.AbstractEventLoop] = None):
+        self._start(model, _public_submission(request, user_queue), raise_on_error, loop)
+
+    @classmethod
+    def _send(cls, model: "Model", submission: Submission,
+              raise_on_error: bool) -> "AsyncResponseIterator":
+        """Model.async_infer's way in: an iterator over a prepared submission."""
+        iterator = cls.__new__(cls)
+        iterator._start(model, submission, raise_on_error, None)
+        return iterator
+
+    def _start(self, model: "Model", submission: Submission, raise_on_error: bool,
+               loop: Optional[asyncio.AbstractEventLoop]) -> None:
+        self._loop = loop if loop is not None else asyncio.get_running_loop()
+        self._waiter = None
+        self._token = 0
+        waker = self._waker = _LoopWaker.of(self._loop)
+        rq = submission.queue
+        forwarder = None
+        if submission.user_queue is not None:
+            forwarder = _Forwarder(model, submission, self._loop)
+            # A weak reference: the queue must not hold this iterator alive.
+            forwarder.on_item = functools.partial(waker.notify, weakref.ref(self))
+            rq.set_python_waker(forwarder)
+        elif waker.notifier is not None:
+            # Woken through the loop's eventfd: no GIL on the core's threads.
+            self._token = waker.register(self)
+            rq.set_loop_waker(waker.notifier, self._token)
+        else:
+            rq.set_python_waker(functools.partial(waker.notify, weakref.ref(self)),
+                                always=False)
+        self._setup(model, submission, raise_on_error, forwarder)
+        submission.c_request.send(rq)  # the waker is in place first
+
+    def __aiter__(self) -> "AsyncResponseIterator":
+        return self
+
+    async def __anext__(self) -> InferenceResponse:
+        if self._complete:
+            raise StopAsyncIteration
+        while True:
+            response = self._take()
+            if response is not None:
+                if response.final and self._token:
+                    self._waker.unregister(self._token)
+                    self._token = 0
+                return self._deliver(response)
+            # Woken by _wake, which only runs on this loop's thread, after
+            # this coroutine yields. Without a forwarder the queue wakes only
+            # when armed; arm() refuses when a response already arrived.
+            self._waiter = self._loop.create_future()
+            try:
+                if self._forwarder is not None or self._submission.queue.arm():
+                    await self._waiter
+            finally:
+                self._waiter = None
+
+    def _take(self) -> Optional[InferenceResponse]:
+        if self._forwarder is not None:
+            self._forwarder.flush()
+            error = self._forwarder.take_error()
+            if error is not None:
+                raise error  # the queue refused a response: the caller hears of it
+            pending = self._forwarder.pending
+            return pending.popleft() if pending else None
+        record = self._submission.queue.try_pop()
+        return None if record is None else self._make(record)
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def __del__(self) -> None:
+        if getattr(self, "_token", 0):
+            self._waker.unregister(self._token)
+        super().__del__()
+
+
+class _LoopWaker:
+    """Wakes the iterators of one event loop, batching wake-ups: however many
+    responses arrive between two turns of the loop, it is woken once. On
+    loops with add_reader (the default ones, uvloop) through a LoopNotifier's
+    eventfd, never taking the GIL on the core's threads; otherwise (and for
+    response queues) through call_soon_threadsafe, with the GIL."""
+
+    _by_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaker]" = \
+        weakref.WeakKeyDictionary()
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> "_LoopWaker":
+        waker = cls._by_loop.get(loop)
+        if waker is None:
+            waker = cls._by_loop[loop] = cls(loop)
+        return waker
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self._loop = weakref.ref(loop)
+        self._ready: list[weakref.ref[AsyncResponseIterator]] = []
+        self._scheduled = False
+        # token -> the iterator waiting on it (weakly)
+        self._iterators: dict[int, weakref.ref[AsyncResponseIterator]] = {}
+        self._tokens = itertools.count(1)
+        self.notifier: Optional[_bindings.LoopNotifier] = None
+        try:
+            notifier = _bindings.LoopNotifier()
+            loop.add_reader(notifier.fd(), self._run_tokens)
+            self.notifier = notifier
+        except NotImplementedError:
+            pass  # a loop without add_reader: notified under the GIL instead
+
+    def register(self, it: AsyncResponseIterator) -> int:
+        token = next(self._tokens)
+        self._iterators[token] = weakref.ref(it)
+        return token
+
+    def unregister(self, token: int) -> None:
+        self._iterators.pop(token, None)
+
+    def _run_tokens(self) -> None:
+        assert self.notifier is not None
+        iterators = self._iterators
+        for token in self.notifier.take():
+            ref = iterators.get(token)
+            it = ref() if ref is not None else None
+            if it is not None:
+                it._wake()
+
+    def notify(self, ref: "weakref.ref[AsyncResponseIterator]") -> None:
+        # Runs on a core thread, with the GIL. _run clears the flag before it
+        # takes the list, so an entry is always seen by a run.
+        self._ready.append(ref)
+        if not self._scheduled:
+            loop = self._loop()
+            if loop is not None and not loop.is_closed():
+                self._scheduled = True
+                loop.call_soon_threadsafe(self._run)
+
+    def _run(self) -> None:
+        self._scheduled = False
+        ready, self._ready = self._ready, []
+        for ref in ready:
+            it = ref()
+            if it is not None:
+                it._wake()
+
