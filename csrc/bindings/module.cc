@@ -13,7 +13,6 @@ void RegisterDlpack(py::module_& m);
 void RegisterEnums(py::module_& m);
 void RegisterLoopNotifier(py::module_& m);
 void RegisterRequest(py::module_& m);
-void RegisterResponseQueue(py::module_& m);
 void RegisterResponseRecord(py::module_& m);
 void RegisterServer(py::module_& m);
 void RegisterServerOptions(py::module_& m);
@@ -28,7 +27,6 @@ PYBIND11_MODULE(triton_bindings, m) {
   tritonpy::RegisterServer(m);
   tritonpy::RegisterLoopNotifier(m);
   tritonpy::RegisterResponseRecord(m);
-  tritonpy::RegisterResponseQueue(m);
   tritonpy::RegisterRequest(m);
   tritonpy::RegisterDlpack(m);
 }

@@ -1,9 +1,11 @@
 #include "bindings/request.h"
 
 #include <pybind11/stl.h>
+#include <pybind11/typing.h>
 
 #include "bindings/allocator.h"
 #include "bindings/errors.h"
+#include "bindings/loop_notifier.h"
 #include "core_api.h"
 
 namespace py = pybind11;
@@ -11,7 +13,15 @@ namespace py = pybind11;
 namespace tritonpy {
 
 Request::Request(const Server& server, std::string model, int64_t version)
-    : server_(server.Handle()), model_(std::move(model)), version_(version) {}
+    : server_(server.Handle()),
+      model_(std::move(model)),
+      version_(version),
+      queue_(std::make_shared<ResponseQueue>()) {}
+
+bool Request::sent() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return sent_;
+}
 
 // A request may die on a core thread (OnRelease): the owned references take
 // the GIL to drop their objects.
@@ -131,7 +141,7 @@ void Request::OnRelease(TRITONSERVER_InferenceRequest*, uint32_t flags, void* us
   }
 }
 
-std::shared_ptr<ResponseQueue> Request::Send(std::shared_ptr<ResponseQueue> queue) {
+void Request::Send() {
   Unsent();
   const CoreApi& api = Core();
   // Held only while the core takes the request.
@@ -148,7 +158,7 @@ std::shared_ptr<ResponseQueue> Request::Send(std::shared_ptr<ResponseQueue> queu
   } guard{r};
   Fill(r);
 
-  if (!queue) queue = std::make_shared<ResponseQueue>();
+  const std::shared_ptr<ResponseQueue>& queue = queue_;
   auto holder = std::make_unique<std::shared_ptr<ResponseQueue>>(queue);
   TRITONSERVER_ResponseAllocator* allocator = DefaultAllocator();
   void* allocator_userp = nullptr;
@@ -192,7 +202,6 @@ std::shared_ptr<ResponseQueue> Request::Send(std::shared_ptr<ResponseQueue> queu
   server->Track(queue);
   guard.r = nullptr;   // the core's now, until OnRelease
   holder.release();    // freed by OnComplete at the final response
-  return queue;
 }
 
 void Request::Cancel() {
@@ -201,33 +210,64 @@ void Request::Cancel() {
   Check(TRITON_FN(TRITONSERVER_InferenceRequestCancel)(request_));
 }
 
+namespace {
+
+// What Python holds of one request (see request.h).
+class RequestOwner {
+ public:
+  RequestOwner(const Server& server, std::string model, int64_t version)
+      : request_(std::make_shared<Request>(server, std::move(model), version)) {}
+  ~RequestOwner() {
+    try {
+      if (request_->sent() && !request_->queue()->finished()) request_->Cancel();
+    } catch (...) {  // a stopped server: nothing left to cancel
+    }
+  }
+  RequestOwner(const RequestOwner&) = delete;
+  RequestOwner& operator=(const RequestOwner&) = delete;
+
+  Request& request() const { return *request_; }
+  ResponseQueue& queue() const { return *request_->queue(); }
+
+ private:
+  std::shared_ptr<Request> request_;
+};
+
+}  // namespace
+
 void RegisterRequest(py::module_& m) {
-  using R = Request;
-  py::class_<Request, std::shared_ptr<Request>>(
-      m, "InferenceRequest",
-      "What to send to one model; becomes a core request only while the core works on it.")
+  using R = RequestOwner;
+  py::class_<R>(m, "InferenceRequest",
+                "One request: what to send to one model, sent once; then the queue its "
+                "responses arrive in. Dropped before its final response, it is cancelled.")
       .def(py::init<const Server&, std::string, int64_t>(), py::arg("server"),
            py::arg("model"), py::arg("version") = -1)
-      .def("set_id", &R::SetId, py::arg("request_id"))
-      .def("set_flags", &R::SetFlags, py::arg("flags"))
+      .def("set_id", [](R& r, std::string v) { r.request().SetId(std::move(v)); },
+           py::arg("request_id"))
+      .def("set_flags", [](R& r, uint32_t v) { r.request().SetFlags(v); }, py::arg("flags"))
       .def(
-          "set_correlation_id", [](R& r, uint64_t v) { r.SetCorrelationId(v); },
+          "set_correlation_id", [](R& r, uint64_t v) { r.request().SetCorrelationId(v); },
           py::arg("correlation_id"))
       .def(
-          "set_correlation_id_string", [](R& r, std::string v) { r.SetCorrelationId(v); },
+          "set_correlation_id_string",
+          [](R& r, std::string v) { r.request().SetCorrelationId(std::move(v)); },
           py::arg("correlation_id"))
-      .def("set_priority", &R::SetPriority, py::arg("priority"))
-      .def("set_timeout_microseconds", &R::SetTimeout, py::arg("timeout_us"))
-      .def("set_parameters", &R::SetParameters, py::arg("parameters"),
-           "Request parameters: a dict of str to bool, int, float or str.")
+      .def("set_priority", [](R& r, uint64_t v) { r.request().SetPriority(v); },
+           py::arg("priority"))
+      .def("set_timeout_microseconds", [](R& r, uint64_t v) { r.request().SetTimeout(v); },
+           py::arg("timeout_us"))
+      .def(
+          "set_parameters",
+          [](R& r, const pyinterop::PyParameters& v) { r.request().SetParameters(v); },
+          py::arg("parameters"), "Request parameters: a dict of str to bool, int, float or str.")
       .def(
           "add_input",
           [](R& r, std::string name, int datatype, std::vector<int64_t> shape,
              uintptr_t data_ptr, size_t byte_size, int memory_type, int64_t memory_type_id,
              py::object owner) {
-            r.AddInput({std::move(name), datatype, std::move(shape), data_ptr, byte_size,
-                        memory_type, memory_type_id},
-                       std::move(owner));
+            r.request().AddInput({std::move(name), datatype, std::move(shape), data_ptr,
+                                  byte_size, memory_type, memory_type_id},
+                                 std::move(owner));
           },
           py::arg("name"), py::arg("datatype"), py::arg("shape"), py::arg("data_ptr"),
           py::arg("byte_size"), py::arg("memory_type"), py::arg("memory_type_id"),
@@ -247,15 +287,47 @@ void RegisterRequest(py::module_& m) {
                                  reinterpret_cast<uintptr_t>(view.buf),
                                  static_cast<size_t>(view.len), TRITONSERVER_MEMORY_CPU, 0};
             PyBuffer_Release(&view);
-            r.AddInput(std::move(input), std::move(array));
+            r.request().AddInput(std::move(input), std::move(array));
           },
           py::arg("name"), py::arg("datatype"), py::arg("shape"), py::arg("array"))
-      .def("add_requested_output", &R::AddRequestedOutput, py::arg("name"))
-      .def("set_allocator", &R::SetAllocator, py::arg("allocator"),
-           py::arg("preferred_type") = -1, py::arg("preferred_id") = 0)
-      .def("send", &Request::Send, py::arg("queue") = nullptr,
-           "Submit; responses go to `queue` (a new one if None), which is returned.")
-      .def("cancel", &Request::Cancel);
+      .def("add_requested_output",
+           [](R& r, std::string v) { r.request().AddRequestedOutput(std::move(v)); },
+           py::arg("name"))
+      .def(
+          "set_allocator",
+          [](R& r, py::object allocator, int type, int64_t id) {
+            r.request().SetAllocator(std::move(allocator), type, id);
+          },
+          py::arg("allocator"), py::arg("preferred_type") = -1, py::arg("preferred_id") = 0)
+      .def("set_classify", [](R& r, bool v) { r.queue().SetClassify(v); },
+           py::arg("classify"), "Read the first output's class labels of each response.")
+      .def(
+          "set_python_waker",
+          [](R& r, py::typing::Optional<py::typing::Callable<void()>> callable, bool always) {
+            r.queue().SetWaker(callable.is_none()
+                                   ? nullptr
+                                   : std::make_shared<PythonWaker>(std::move(callable)),
+                               always);
+          },
+          py::arg("callable"), py::arg("always") = true,
+          "Call `callable` (on the core's thread, with the GIL) at every arrival, or only "
+          "when armed; None stops.")
+      .def(
+          "set_loop_waker",
+          [](R& r, std::shared_ptr<LoopNotifier> notifier, uint64_t token) {
+            r.queue().SetWaker(std::make_shared<LoopWaker>(std::move(notifier), token), false);
+          },
+          py::arg("notifier"), py::arg("token"),
+          "When armed, wake an event loop through its LoopNotifier with `token`.")
+      .def("send", [](R& r) { r.request().Send(); }, "Hand the request to the core.")
+      .def("cancel", [](R& r) { r.request().Cancel(); })
+      .def("try_pop", [](R& r) { return r.queue().TryPop(); },
+           "The next Response, or None when none has arrived.")
+      .def("pop", [](R& r, double timeout) { return r.queue().Pop(timeout); },
+           py::arg("timeout") = -1.0,
+           "Wait (without the GIL) for the next Response; None on timeout.")
+      .def("arm", [](R& r) { return r.queue().Arm(); },
+           "One wake-up at the next arrival; False when one is already there.");
 }
 
 }  // namespace tritonpy

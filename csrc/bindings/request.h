@@ -5,7 +5,11 @@
 // So a core request (which keeps its model loaded) exists only while the
 // core works on it: no Python object, traceback or garbage cycle can hold
 // one. Input data is read in place: the Python objects that own it stay
-// referenced until release.
+// referenced until release. Responses arrive in the request's queue.
+//
+// Python holds one object per request (InferenceRequest in Python): the
+// request, its queue, and the rule that a sent request nobody can read any
+// more (its object is gone before the final response) is cancelled.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -39,6 +43,7 @@ class Request : public std::enable_shared_from_this<Request> {
   };
 
   Request(const Server& server, std::string model, int64_t version);
+  const std::shared_ptr<ResponseQueue>& queue() const { return queue_; }
   ~Request();
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
@@ -58,10 +63,11 @@ class Request : public std::enable_shared_from_this<Request> {
   void SetAllocator(pybind11::object allocator, int preferred_type, int64_t preferred_id);
   void AddInput(Input input, pybind11::object owner);
 
-  // Creates the core request and hands it to the core; responses arrive in
-  // `queue` (made here when null), which is returned.
-  std::shared_ptr<ResponseQueue> Send(std::shared_ptr<ResponseQueue> queue);
+  // Creates the core request and hands it to the core.
+  void Send();
+  // Asks the core to cancel the request, if it holds it.
   void Cancel();
+  bool sent() const;
 
  private:
   void Unsent() const;
@@ -83,6 +89,7 @@ class Request : public std::enable_shared_from_this<Request> {
   std::vector<std::string> outputs_;
   std::vector<Input> inputs_;
   pyinterop::OwnedRef allocator_;  // empty: the default host allocator
+  std::shared_ptr<ResponseQueue> queue_;
   int preferred_type_ = -1;
   int64_t preferred_id_ = 0;
 

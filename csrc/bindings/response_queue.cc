@@ -98,7 +98,7 @@ bool ResponseQueue::Abandon(TRITONSERVER_Error_Code code, const std::string& mes
   }
 }
 
-ResponseQueue::MaybeRecord ResponseQueue::TryPop() {
+MaybeResponse ResponseQueue::TryPop() {
   std::unique_ptr<ResponseRecord> record;
   pyinterop::OwnedRef error;
   {
@@ -115,10 +115,10 @@ ResponseQueue::MaybeRecord ResponseQueue::TryPop() {
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception)), exception);
     throw py::error_already_set();
   }
-  return py::cast(std::move(record));
+  return RecordToPython(*record);
 }
 
-ResponseQueue::MaybeRecord ResponseQueue::Pop(double timeout_s) {
+MaybeResponse ResponseQueue::Pop(double timeout_s) {
   using Clock = std::chrono::steady_clock;
   const bool forever = timeout_s < 0;
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -135,7 +135,7 @@ ResponseQueue::MaybeRecord ResponseQueue::Pop(double timeout_s) {
                                [this] { return !records_.empty() || bool(waker_error_); });
     }
     if (have) {
-      MaybeRecord record = TryPop();  // another reader may have won the race
+      MaybeResponse record = TryPop();  // another reader may have won the race
       if (!record.is_none()) return record;
     }
     if (!forever && Clock::now() >= deadline) return py::none();
@@ -143,43 +143,16 @@ ResponseQueue::MaybeRecord ResponseQueue::Pop(double timeout_s) {
   }
 }
 
+bool ResponseQueue::finished() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return final_seen_ || abandoned_;
+}
+
 bool ResponseQueue::Arm() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!records_.empty() || waker_error_) return false;
   armed_ = true;
   return true;
-}
-
-void RegisterResponseQueue(py::module_& m) {
-  py::class_<ResponseQueue, std::shared_ptr<ResponseQueue>>(
-      m, "ResponseQueue", "Where one request's responses wait to be read.")
-      .def(py::init<>())
-      .def("try_pop", &ResponseQueue::TryPop,
-           "The next Response, or None when none has arrived.")
-      .def("pop", &ResponseQueue::Pop, py::arg("timeout") = -1.0,
-           "Wait (without the GIL) for the next Response; None on timeout.")
-      .def("arm", &ResponseQueue::Arm,
-           "One wake-up at the next arrival; False when one is already there.")
-      .def(
-          "set_python_waker",
-          [](ResponseQueue& q, py::typing::Optional<py::typing::Callable<void()>> callable,
-             bool always) {
-            q.SetWaker(callable.is_none() ? nullptr
-                                          : std::make_shared<PythonWaker>(std::move(callable)),
-                       always);
-          },
-          py::arg("callable"), py::arg("always") = true,
-          "Call `callable` (on the core's thread, with the GIL) at every arrival, or only "
-          "when armed; None stops.")
-      .def(
-          "set_loop_waker",
-          [](ResponseQueue& q, std::shared_ptr<LoopNotifier> notifier, uint64_t token) {
-            q.SetWaker(std::make_shared<LoopWaker>(std::move(notifier), token), false);
-          },
-          py::arg("notifier"), py::arg("token"),
-          "When armed, wake an event loop through its LoopNotifier with `token`.")
-      .def("set_classify", &ResponseQueue::SetClassify, py::arg("classify"),
-           "Read the first output's class labels of each response.");
 }
 
 }  // namespace tritonpy

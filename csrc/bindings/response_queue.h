@@ -70,16 +70,17 @@ class ResponseQueue {
   bool Abandon(TRITONSERVER_Error_Code code, const std::string& message) noexcept;
 
   // ---- Python side ----
-  using MaybeRecord = pybind11::typing::Optional<ResponseRecord>;
   // The next Response, or None when none is there; raises a waker's error
   // (once) instead.
-  MaybeRecord TryPop();
+  MaybeResponse TryPop();
   // Waits (without the GIL) up to `timeout_s` (< 0: forever) for the next
   // Response; None on timeout.
-  MaybeRecord Pop(double timeout_s);
+  MaybeResponse Pop(double timeout_s);
   // Asks for one wake-up at the next arrival; false (and nothing asked)
   // when something is already there to pop.
   bool Arm();
+  // Whether the final response came (or the request was abandoned).
+  bool finished();
 
  private:
   void Push(std::unique_ptr<ResponseRecord> record) noexcept;
@@ -96,7 +97,5 @@ class ResponseQueue {
   pyinterop::OwnedRef waker_error_;  // the first exception a waker returned
   std::unique_ptr<UserAllocator> user_allocator_;
 };
-
-void RegisterResponseQueue(pybind11::module_& m);
 
 }  // namespace tritonpy

@@ -4,7 +4,9 @@
 #include <pybind11/typing.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <new>
+#include <utility>
 
 #include "bindings/errors.h"
 #include "core_api.h"
@@ -16,6 +18,16 @@ namespace tritonpy {
 OutputRecord::~OutputRecord() {
   if (buffer != nullptr) buffer->Unref();
 }
+
+OutputRecord::OutputRecord(OutputRecord&& other) noexcept
+    : name(std::move(other.name)),
+      datatype(other.datatype),
+      shape(std::move(other.shape)),
+      data_ptr(other.data_ptr),
+      byte_size(other.byte_size),
+      memory_type(other.memory_type),
+      memory_type_id(other.memory_type_id),
+      buffer(std::exchange(other.buffer, nullptr)) {}
 
 namespace {
 
@@ -106,13 +118,10 @@ std::unique_ptr<ResponseRecord> ReadResponse(TRITONSERVER_InferenceResponse* r,
     }
   }
   Check(api.TRITONSERVER_InferenceResponseOutputCount(r, &count));
-  record->outputs.reserve(count);
-  for (uint32_t i = 0; i < count; ++i) {
-    record->outputs.push_back(std::make_shared<OutputRecord>());
-    ReadOutput(api, r, i, *record->outputs.back());
-  }
+  record->outputs.resize(count);
+  for (uint32_t i = 0; i < count; ++i) ReadOutput(api, r, i, record->outputs[i]);
   if (classify && !record->error_code && !record->outputs.empty()) {
-    record->class_labels = ClassLabels(api, r, *record->outputs.front());
+    record->class_labels = ClassLabels(api, r, record->outputs.front());
   }
   return record;
 }
@@ -126,39 +135,107 @@ std::unique_ptr<ResponseRecord> ErrorRecord(uint32_t flags, TRITONSERVER_Error_C
   return record;
 }
 
+namespace {
+
+// The struct sequence types, made once at import and kept for the process.
+PyTypeObject* output_type = nullptr;
+PyTypeObject* response_type = nullptr;
+
+PyStructSequence_Field output_fields[] = {
+    {"name", "the output's name"},
+    {"datatype", "its DataType value"},
+    {"shape", "its shape, a tuple of ints"},
+    {"data_ptr", "the address of its data"},
+    {"byte_size", "the size of its data in bytes"},
+    {"memory_type", "the MemoryType value of its data"},
+    {"memory_type_id", "the device id of its data"},
+    {"memory", "the owner of its data (None when empty): keep it to keep the data"},
+    {nullptr, nullptr}};
+PyStructSequence_Desc output_desc = {
+    "tritonserver._c.triton_bindings.Output",
+    "One output tensor of a response, read from the core.", output_fields, 8};
+
+PyStructSequence_Field response_fields[] = {
+    {"final", "whether this is the request's last response"},
+    {"error_code", "the ErrorCode value of the error it carries, or None"},
+    {"error_message", "the error's message ('' without one)"},
+    {"request_id", "the request's id"},
+    {"model_name", "the model that answered"},
+    {"model_version", "its version"},
+    {"parameters", "the response's parameters, a dict"},
+    {"outputs", "its outputs, a tuple of Output"},
+    {"class_labels",
+     "the labels of the first output's classes when classification was asked for, else None"},
+    {nullptr, nullptr}};
+PyStructSequence_Desc response_desc = {
+    "tritonserver._c.triton_bindings.Response",
+    "One response of a request (or its final flag alone), read from the core.",
+    response_fields, 9};
+
+constexpr const char* kMemoryCapsule = "tritonserver.output_memory";
+
+void ReleaseMemory(PyObject* capsule) {
+  static_cast<OutputBuffer*>(PyCapsule_GetPointer(capsule, kMemoryCapsule))->Unref();
+}
+
+// Fills a struct sequence from `items` (new references, null on failure).
+py::object Fill(PyTypeObject* type, std::initializer_list<PyObject*> items) {
+  py::object out = py::reinterpret_steal<py::object>(PyStructSequence_New(type));
+  Py_ssize_t i = 0;
+  bool failed = !out;
+  for (PyObject* item : items) {
+    if (item == nullptr || failed) {
+      failed = true;
+      Py_XDECREF(item);
+      continue;
+    }
+    PyStructSequence_SetItem(out.ptr(), i++, item);  // steals
+  }
+  if (failed) throw py::error_already_set();
+  return out;
+}
+
+PyObject* Str(const std::string& s) {
+  return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+}
+
+py::object OutputToPython(OutputRecord& o) {
+  py::tuple shape(o.shape.size());
+  for (size_t i = 0; i < o.shape.size(); ++i) shape[i] = py::int_(o.shape[i]);
+  py::object memory = py::none();
+  if (o.buffer != nullptr) {
+    memory = py::reinterpret_steal<py::object>(
+        PyCapsule_New(static_cast<void*>(o.buffer), kMemoryCapsule, &ReleaseMemory));
+    if (!memory) throw py::error_already_set();
+    o.buffer = nullptr;  // the capsule's reference now
+  }
+  return Fill(output_type,
+              {Str(o.name), PyLong_FromLong(o.datatype), shape.release().ptr(),
+               PyLong_FromSize_t(o.data_ptr), PyLong_FromSize_t(o.byte_size),
+               PyLong_FromLong(o.memory_type), PyLong_FromLongLong(o.memory_type_id),
+               memory.release().ptr()});
+}
+
+}  // namespace
+
+py::object RecordToPython(ResponseRecord& r) {
+  py::tuple outputs(r.outputs.size());
+  for (size_t i = 0; i < r.outputs.size(); ++i) outputs[i] = OutputToPython(r.outputs[i]);
+  py::object labels = py::cast(r.class_labels);
+  py::object error_code = r.error_code ? py::object(py::int_(*r.error_code)) : py::none();
+  return Fill(response_type,
+              {PyBool_FromLong(r.final()), error_code.release().ptr(), Str(r.error_message),
+               Str(r.request_id), Str(r.model_name), PyLong_FromLongLong(r.model_version),
+               pyinterop::ParametersToPython(r.parameters).release().ptr(),
+               outputs.release().ptr(), labels.release().ptr()});
+}
+
 void RegisterResponseRecord(py::module_& m) {
-  using O = OutputRecord;
-  py::class_<O, std::shared_ptr<O>>(
-      m, "Output", "One output tensor of a response; owns its memory.")
-      .def_property_readonly("name", [](const O& o) { return o.name; })
-      .def_property_readonly("datatype", [](const O& o) { return o.datatype; })
-      .def_property_readonly("shape",
-                             [](const O& o) -> py::typing::Tuple<py::int_, py::ellipsis> {
-                               py::tuple shape(o.shape.size());
-                               for (size_t i = 0; i < o.shape.size(); ++i) {
-                                 shape[i] = py::int_(o.shape[i]);
-                               }
-                               return shape;
-                             })
-      .def_property_readonly("data_ptr", [](const O& o) { return o.data_ptr; })
-      .def_property_readonly("byte_size", [](const O& o) { return o.byte_size; })
-      .def_property_readonly("memory_type", [](const O& o) { return o.memory_type; })
-      .def_property_readonly("memory_type_id", [](const O& o) { return o.memory_type_id; });
-  using R = ResponseRecord;
-  py::class_<R>(m, "Response",
-                "One response of a request (or its final flag alone), read from the core.")
-      .def_property_readonly("final", &R::final)
-      .def_property_readonly("error_code", [](const R& r) { return r.error_code; })
-      .def_property_readonly("error_message", [](const R& r) { return r.error_message; })
-      .def_property_readonly("request_id", [](const R& r) { return r.request_id; })
-      .def_property_readonly("model_name", [](const R& r) { return r.model_name; })
-      .def_property_readonly("model_version", [](const R& r) { return r.model_version; })
-      .def_property_readonly("parameters",
-                             [](const R& r) -> pyinterop::PyParameters {
-                               return pyinterop::ParametersToPython(r.parameters);
-                             })
-      .def_property_readonly("outputs", [](const R& r) { return r.outputs; })
-      .def_property_readonly("class_labels", [](const R& r) { return r.class_labels; });
+  output_type = PyStructSequence_NewType(&output_desc);
+  response_type = PyStructSequence_NewType(&response_desc);
+  if (output_type == nullptr || response_type == nullptr) throw py::error_already_set();
+  m.add_object("Output", py::handle(reinterpret_cast<PyObject*>(output_type)));
+  m.add_object("Response", py::handle(reinterpret_cast<PyObject*>(response_type)));
 }
 
 }  // namespace tritonpy

@@ -4,8 +4,13 @@
 // each output holding a reference to its buffer (memory the core owns rather
 // than our allocator is copied into one). The core response is deleted right
 // there, so no response ever keeps a model, or a stopping server, waiting on
-// what the program does with its tensors. Python reads the records through
-// read-only properties (tritonserver._c.triton_bindings.Response / Output).
+// what the program does with its tensors.
+//
+// Python gets each record as a named, read-only struct sequence
+// (tritonserver._c.triton_bindings.Response, with a tuple of Output), made
+// when it pops it: cheap to build, no object registry to join. An Output's
+// `memory` field owns its buffer (a capsule whose destructor drops the
+// reference).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -22,14 +27,15 @@
 
 namespace tritonpy {
 
-// One output tensor of a response. Its Python object owns the memory: the
-// buffer lives as long as the record (and every view that keeps it).
+// One output tensor of a response and one reference to its buffer.
 class OutputRecord {
  public:
   OutputRecord() = default;
   ~OutputRecord();
+  OutputRecord(OutputRecord&& other) noexcept;
   OutputRecord(const OutputRecord&) = delete;
   OutputRecord& operator=(const OutputRecord&) = delete;
+  OutputRecord& operator=(OutputRecord&&) = delete;
 
   std::string name;
   int datatype = 0;
@@ -51,7 +57,7 @@ struct ResponseRecord {
   std::string model_name;
   int64_t model_version = -1;
   pyinterop::Parameters parameters;
-  std::vector<std::shared_ptr<OutputRecord>> outputs;
+  std::vector<OutputRecord> outputs;
   // When classification was asked for: the label of each class of the first
   // output (its last dimension), None where the model's label file has none.
   std::optional<std::vector<std::optional<std::string>>> class_labels;
@@ -68,6 +74,25 @@ std::unique_ptr<ResponseRecord> ErrorRecord(uint32_t flags,
                                             TRITONSERVER_Error_Code code,
                                             std::string message);
 
+// The record as its Python struct sequence (with the GIL); the buffers move
+// into the Outputs' capsules.
+pybind11::object RecordToPython(ResponseRecord& record);
+
+// The struct sequence types Response and Output, added to `m`.
 void RegisterResponseRecord(pybind11::module_& m);
 
+// Response | None, as bound functions' signatures name it.
+class MaybeResponse : public pybind11::object {
+ public:
+  using pybind11::object::object;
+  MaybeResponse(pybind11::object o) : pybind11::object(std::move(o)) {}  // NOLINT
+};
+
 }  // namespace tritonpy
+
+namespace pybind11::detail {
+template <>
+struct handle_type_name<tritonpy::MaybeResponse> {
+  static constexpr auto name = const_name("Response | None");
+};
+}  // namespace pybind11::detail

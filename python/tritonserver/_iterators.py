@@ -1,7 +1,7 @@
 """ResponseIterator and AsyncResponseIterator: the responses of one request,
 in the order they arrive.
 
-Both read the binding's ResponseQueue of the request. The sync iterator
+Both read the responses the binding's request collects. The sync iterator
 waits on it without the GIL. The async one is woken through its event loop:
 an eventfd the loop watches (a LoopNotifier, no GIL on the core's threads),
 or call_soon_threadsafe on loops that cannot watch one. With a
@@ -38,7 +38,7 @@ class _Forwarder:
     def __init__(self, model: "Model", submission: Submission,
                  loop: Optional[asyncio.AbstractEventLoop]):
         self._model = model
-        self._queue = submission.queue
+        self._request = submission.c_request
         self._user_queue = submission.user_queue
         self._request_id = submission.request_id
         self._loop = loop
@@ -54,7 +54,7 @@ class _Forwarder:
     def __call__(self) -> None:
         with self.ready:
             while True:
-                record = self._queue.try_pop()
+                record = self._request.try_pop()
                 if record is None:
                     break
                 response = InferenceResponse._from_record(self._model, record, self._request_id)
@@ -66,7 +66,7 @@ class _Forwarder:
                 else:
                     self._put(response)
                 if response.final:
-                    self._queue.set_python_waker(None)  # the queue no longer needs us
+                    self._request.set_python_waker(None)  # the request no longer needs us
             self.ready.notify_all()
         if self.on_item is not None:
             self.on_item()
@@ -148,18 +148,11 @@ class _Responses:
         return response
 
     def cancel(self) -> None:
-        """Ask the core to cancel the request (best effort)."""
+        """Ask the core to cancel the request (best effort). An iterator
+        dropped before the end cancels its request (unless a response_queue
+        still receives its responses): the binding's request does it."""
         if not self._complete:
             self._submission.c_request.cancel()
-
-    def __del__(self) -> None:
-        # Dropped before the end, with no queue still reading: stop the work
-        # nobody will read.
-        try:
-            if getattr(self, "_forwarder", True) is None:
-                self.cancel()
-        except Exception:
-            pass
 
 
 class ResponseIterator(_Responses):
@@ -188,9 +181,9 @@ class ResponseIterator(_Responses):
         forwarder = None
         if submission.user_queue is not None:
             forwarder = _Forwarder(model, submission, None)
-            submission.queue.set_python_waker(forwarder)
+            submission.c_request.set_python_waker(forwarder)
         self._setup(model, submission, raise_on_error, forwarder)
-        submission.c_request.send(submission.queue)  # the waker is in place first
+        submission.c_request.send()  # the waker is in place first
 
     def __iter__(self) -> "ResponseIterator":
         return self
@@ -200,7 +193,7 @@ class ResponseIterator(_Responses):
             raise StopIteration
         forwarder = self._forwarder
         if forwarder is None:
-            return self._deliver(self._make(self._submission.queue.pop(-1.0)))  # no GIL
+            return self._deliver(self._make(self._submission.c_request.pop(-1.0)))  # no GIL
         with forwarder.ready:
             while not forwarder.pending:
                 forwarder.ready.wait(0.1)  # short waits: Ctrl-C stays possible
@@ -243,7 +236,7 @@ class AsyncResponseIterator(_Responses):
         self._waiter = None
         self._token = 0
         waker = self._waker = _LoopWaker.of(self._loop)
-        rq = submission.queue
+        rq = submission.c_request
         forwarder = None
         if submission.user_queue is not None:
             forwarder = _Forwarder(model, submission, self._loop)
@@ -258,7 +251,7 @@ class AsyncResponseIterator(_Responses):
             rq.set_python_waker(functools.partial(waker.notify, weakref.ref(self)),
                                 always=False)
         self._setup(model, submission, raise_on_error, forwarder)
-        submission.c_request.send(rq)  # the waker is in place first
+        rq.send()  # the waker is in place first
 
     def __aiter__(self) -> "AsyncResponseIterator":
         return self
@@ -278,7 +271,7 @@ class AsyncResponseIterator(_Responses):
             # when armed; arm() refuses when a response already arrived.
             self._waiter = self._loop.create_future()
             try:
-                if self._forwarder is not None or self._submission.queue.arm():
+                if self._forwarder is not None or self._submission.c_request.arm():
                     await self._waiter
             finally:
                 self._waiter = None
@@ -291,7 +284,7 @@ class AsyncResponseIterator(_Responses):
                 raise error  # the queue refused a response: the caller hears of it
             pending = self._forwarder.pending
             return pending.popleft() if pending else None
-        record = self._submission.queue.try_pop()
+        record = self._submission.c_request.try_pop()
         return None if record is None else self._make(record)
 
     def _wake(self) -> None:
@@ -302,7 +295,6 @@ class AsyncResponseIterator(_Responses):
     def __del__(self) -> None:
         if getattr(self, "_token", 0):
             self._waker.unregister(self._token)
-        super().__del__()
 
 
 class _LoopWaker:

@@ -73,33 +73,30 @@ class InferenceRequest:
         if self.timeout:
             _check_uint("timeout", self.timeout, 64)
             request.set_timeout_microseconds(self.timeout)
-        queue = _bindings.ResponseQueue()
         if self.parameters:
             if not isinstance(self.parameters, dict):
                 raise InvalidArgumentError("parameters must be a dict of str to str, int, "
                                            "bool or float")
             parameters = self.parameters
             if CLASSIFICATION_PARAMETER in parameters:  # ours, not the model's
-                queue.set_classify(_classify(parameters[CLASSIFICATION_PARAMETER]))
+                request.set_classify(_classify(parameters[CLASSIFICATION_PARAMETER]))
                 parameters = {k: v for k, v in parameters.items()
                               if k != CLASSIFICATION_PARAMETER}
             request.set_parameters(parameters)
         if self.output_memory_allocator is not None or self.output_memory_type is not None:
             _set_output_memory(request, self.output_memory_allocator, self.output_memory_type)
         _add_inputs(request, model, self.inputs)
-        return Submission(request, queue, self.response_queue, self.request_id)
+        return Submission(request, self.response_queue, self.request_id)
 
 
 class Submission:
-    """A binding request ready to send, and where its responses go: the
-    binding's queue, and the caller's response_queue if any."""
+    """A binding request ready to send (its responses arrive in its own
+    queue), the caller's response_queue if any, and the request's id."""
 
-    __slots__ = ("c_request", "queue", "user_queue", "request_id")
+    __slots__ = ("c_request", "user_queue", "request_id")
 
-    def __init__(self, c_request: Any, queue: Any, user_queue: Any = None,
-                 request_id: Optional[str] = None):
+    def __init__(self, c_request: Any, user_queue: Any = None, request_id: Optional[str] = None):
         self.c_request = c_request
-        self.queue = queue
         self.user_queue = user_queue
         self.request_id = request_id
 
@@ -114,7 +111,7 @@ def submission(model: "Model", request: Optional[InferenceRequest],
             c_request = _bindings.InferenceRequest(model._server._handle(), model.name,
                                                    model.version)
             _add_inputs(c_request, model, kwargs["inputs"])
-            return Submission(c_request, _bindings.ResponseQueue())
+            return Submission(c_request)
         return InferenceRequest(model=model, **kwargs)._submission()
     if kwargs:
         raise InvalidArgumentError("pass either an InferenceRequest or keyword arguments, not both")
