@@ -6,12 +6,14 @@
     python benchmarks/run.py --pin --json out.json   # pinned to CPU 0, results to a file
 
 Four workloads on the identity_fp32 model of the package's example repository
-(sync, async64, large16MiB, threads4), for four systems: our Python API, a raw
-C API driver in C++ (benchmarks/native, the ceiling), and tritonclient HTTP
-and gRPC against the `tritonserver` executable of the same core on 127.0.0.1.
-Each system runs in its own process; every figure is the min/median/max of
-several runs, and ours is also given as a ratio to the C API's median of the
-same run.
+(sync, async64, large16MiB, threads4), for six systems: our Python API, a raw
+C API driver in C++ (benchmarks/native, the ceiling), tritonclient HTTP and
+gRPC against the `tritonserver` executable of the same core (Triton's C++
+frontends), and tritonclient HTTP and gRPC against our frontends (`python -m
+tritonserver serve`), all on 127.0.0.1. Each system runs in its own process;
+every figure is the min/median/max of several runs, given as a ratio to the C
+API's median of the same run; our frontends are also given as a ratio to the
+C++ frontends'.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ sys.path.insert(0, HERE)
 
 from tsbench import clientenv, machine, native, report  # noqa: E402
 from tsbench.procs import BenchError, loopback_only, note, run_logged, with_library_path  # noqa: E402
+from tsbench.serve_server import ServeServer  # noqa: E402
 from tsbench.server_exe import ExecutableServer  # noqa: E402
 
 MODEL = "identity_fp32"
@@ -133,6 +136,7 @@ class Run:
         self.rounds: dict = {s: [] for s in args.systems}
         self.extra: dict = {}
         self.server = None
+        self.serve = None
         self.driver = None
         self.client_python = None
         self.tritonclient_version = None
@@ -160,21 +164,29 @@ class Run:
         if "c-api" in self.args.systems:
             self.driver = native.build_driver(self.core.library, self.args.build_dir,
                                               self.args.venv, self.setup_log)
+        network = [s for s in self.args.systems if s.startswith(("tritonclient-", "serve-"))]
+        if network:
+            self.client_python, self.tritonclient_version = clientenv.client_python(
+                self.args.venv, self.args.client_python, self.setup_log)
         if any(s.startswith("tritonclient-") for s in self.args.systems):
             if not self.core.executable or not os.path.isfile(self.core.executable):
                 raise BenchError("this core has no tritonserver executable "
                                  f"(core root: {self.core.root})")
-            self.client_python, self.tritonclient_version = clientenv.client_python(
-                self.args.venv, self.args.client_python, self.setup_log)
             self.server = ExecutableServer(
                 self.core.executable, self.core.libs_dir, self.repository,
                 self.backend_dir, self.core.cache_dir, self.log("tritonserver-executable"))
             self.server.start()
+        if any(s.startswith("serve-") for s in self.args.systems):
+            self.serve = ServeServer(self.repository, self.log("tritonserver-serve"))
+            self.serve.start()
 
     def close(self) -> None:
         if self.server is not None:
             self.server.stop()
             self.server = None
+        if self.serve is not None:
+            self.serve.stop()
+            self.serve = None
 
     # ---- Measuring ----------------------------------------------------------------
 
@@ -197,7 +209,8 @@ class Run:
             return [sys.executable, PYAPI_WORKER, "--model-repository", self.repository] + loop, \
                 dict(os.environ)
         protocol = system.split("-", 1)[1]
-        url = self.server.http_url if protocol == "http" else self.server.grpc_url
+        target = self.serve if system.startswith("serve-") else self.server
+        url = target.http_url if protocol == "http" else target.grpc_url
         env = loopback_only({k: v for k, v in os.environ.items()
                              if k not in ("PYTHONPATH", "PYTHONHOME")})
         return [self.client_python, CLIENT_WORKER, "--protocol", protocol, "--url", url] + loop, \
@@ -248,7 +261,8 @@ class Run:
         block["duration_s"] = round(
             (datetime.datetime.now(datetime.timezone.utc) - self.started).total_seconds(), 1)
         return {"machine": block, "results": results, "ratios": ratios,
-                "ratios_by_system": by_system, "workers": self.extra,
+                "ratios_by_system": by_system,
+                "frontend_ratios": report.frontend_ratios(results), "workers": self.extra,
                 "settings": {"model": MODEL, "systems": self.args.systems,
                              "workloads": self.args.workloads,
                              "min_requests_per_run": self.args.min_requests,

@@ -22,7 +22,8 @@ import tritonserver
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(REPO, "benchmarks", "run.py")
-SYSTEMS = ("python-api", "c-api", "tritonclient-http", "tritonclient-grpc")
+SYSTEMS = ("python-api", "c-api", "tritonclient-http", "tritonclient-grpc", "serve-http",
+           "serve-grpc")
 WORKLOADS = ("sync", "async64", "large16MiB", "threads4")
 UNITS = {"sync": "inferences/s", "async64": "inferences/s", "large16MiB": "GB/s",
          "threads4": "inferences/s"}

@@ -7,7 +7,12 @@ import re
 import statistics
 from typing import Optional
 
-SYSTEMS = ("c-api", "python-api", "tritonclient-http", "tritonclient-grpc")
+SYSTEMS = ("c-api", "python-api", "tritonclient-http", "tritonclient-grpc", "serve-http",
+           "serve-grpc")
+# Our frontends (`python -m tritonserver serve`) against Triton's C++ ones,
+# through the same client: (ours, theirs, protocol).
+FRONTEND_PAIRS = (("serve-http", "tritonclient-http", "http"),
+                  ("serve-grpc", "tritonclient-grpc", "grpc"))
 WORKLOADS = ("sync", "async64", "large16MiB", "threads4")
 OURS = "python-api"
 CEILING = "c-api"
@@ -23,6 +28,8 @@ SYSTEM_LABELS = {
     "python-api": "our Python API",
     "tritonclient-http": "tritonclient HTTP -> tritonserver executable",
     "tritonclient-grpc": "tritonclient gRPC -> tritonserver executable",
+    "serve-http": "tritonclient HTTP -> our frontend (python -m tritonserver serve)",
+    "serve-grpc": "tritonclient gRPC -> our frontend (python -m tritonserver serve)",
 }
 README_BEGIN = "<!-- last-run:begin (written by run.py --update-readme) -->"
 README_END = "<!-- last-run:end -->"
@@ -67,6 +74,22 @@ def summarize(rounds_by_system: dict) -> tuple:
             by_system[system] = row
     ratios = {w: by_system.get(OURS, {}).get(w) for w in WORKLOADS}
     return results, ratios, by_system
+
+
+def frontend_ratios(results: list) -> dict:
+    """{"http": {workload: ours/theirs}, "grpc": {...}}: our frontends'
+    medians over the `tritonserver` executable's, same client, same run."""
+    medians = {(r["system"], r["workload"]): r["median"] for r in results}
+    out: dict = {}
+    for ours, theirs, protocol in FRONTEND_PAIRS:
+        row = {}
+        for workload in WORKLOADS:
+            a, b = medians.get((ours, workload)), medians.get((theirs, workload))
+            if a is not None and b:
+                row[workload] = a / b
+        if row:
+            out[protocol] = row
+    return out
 
 
 # ---- Formatting ---------------------------------------------------------------------
@@ -114,6 +137,12 @@ def markdown_table(document: dict) -> str:
         name = f"**{system} / c-api**" if system == OURS else f"{system} / c-api"
         lines.append(f"| {name} | {r['sync']} | | | {r['async64']} | {r['large16MiB']} "
                      f"| {r['threads4']} |")
+    pairs = {protocol: (ours, theirs) for ours, theirs, protocol in FRONTEND_PAIRS}
+    for protocol, row in document.get("frontend_ratios", {}).items():
+        ours, theirs = pairs[protocol]
+        r = {w: (f"{row[w]:.3f}" if row.get(w) is not None else "-") for w in WORKLOADS}
+        lines.append(f"| **{ours} / {theirs}** | {r['sync']} | | | {r['async64']} "
+                     f"| {r['large16MiB']} | {r['threads4']} |")
     return "\n".join(lines)
 
 
@@ -143,7 +172,7 @@ def chart(document: dict, path: str) -> Optional[str]:
     by_key = {(r["system"], r["workload"]): r for r in document["results"]}
     systems = [s for s in SYSTEMS if any(k[0] == s for k in by_key)]
     colors = {"c-api": "#555555", "python-api": "#2b7bba", "tritonclient-http": "#e0913a",
-              "tritonclient-grpc": "#c4524e"}
+              "tritonclient-grpc": "#c4524e", "serve-http": "#f2c46d", "serve-grpc": "#e08e8a"}
     fig, axes = plt.subplots(1, len(WORKLOADS), figsize=(4.2 * len(WORKLOADS), 4.6))
     for ax, workload in zip(axes, WORKLOADS):
         names, medians, low, high = [], [], [], []

@@ -1,4 +1,5 @@
-"""``python -m tritonserver``: install a core, show versions, run a demo."""
+"""``python -m tritonserver``: install a core, show versions, run a demo,
+serve a model repository over the network (``serve``)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["demo"]:
         return _demo()
+    if args[:1] == ["serve"]:
+        try:
+            from tritonserver.frontends._serve import main as serve_main
+        except ImportError as e:  # the serve extra is not installed
+            print(f"tritonserver serve: {e}", file=sys.stderr)
+            return 1
+        return serve_main(args[1:])
     from tritonserver._core.cli import main as core_main
 
     return core_main(args)

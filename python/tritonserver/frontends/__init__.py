@@ -1,0 +1,46 @@
+"""Network frontends for an in-process Server: Triton's own wire protocols.
+
+``KServeHttp`` (KServe v2 HTTP/REST, with Triton's binary tensor, generate
+and repository extensions), ``KServeGrpc`` (the ``inference.GRPCInferenceService``
+gRPC service and the standard health service) and ``Metrics`` (Prometheus
+text at ``/metrics``) each serve a running ``tritonserver.Server``; any
+number may serve one server at once. Clients written for Triton, such as
+``tritonclient``, work unchanged::
+
+    import tritonserver
+    from tritonserver.frontends import KServeGrpc, KServeHttp, Metrics
+
+    with tritonserver.Server(model_repository="models") as server, \\
+            KServeHttp(server), KServeGrpc(server), Metrics(server):
+        ...  # serving on 127.0.0.1:8000 (HTTP), :8001 (gRPC), :8002 (metrics)
+
+They need the ``serve`` extra: ``pip install "tritonserver[serve]"``.
+``create_http_app(server)`` gives the HTTP frontend as a FastAPI (ASGI) app
+to serve or mount elsewhere. ``python -m tritonserver serve`` runs them all
+as a drop-in for the ``tritonserver`` executable (docs/serving.md).
+"""
+
+from tritonserver.frontends._deps import require as _require
+
+_require()
+
+from tritonserver.frontends._grpc import KServeGrpc  # noqa: E402
+from tritonserver.frontends._http import HttpSettings, KServeHttp, create_http_app  # noqa: E402
+from tritonserver.frontends._metrics import Metrics, create_metrics_app  # noqa: E402
+from tritonserver.frontends._restricted import (  # noqa: E402
+    FeatureGroup,
+    Protocols,
+    RestrictedFeatures,
+)
+
+__all__ = [
+    "FeatureGroup",
+    "HttpSettings",
+    "KServeGrpc",
+    "KServeHttp",
+    "Metrics",
+    "Protocols",
+    "RestrictedFeatures",
+    "create_http_app",
+    "create_metrics_app",
+]

@@ -1,0 +1,115 @@
+"""What KServeHttp, KServeGrpc and Metrics share: start/stop, the context
+manager, and checks of the options every frontend has."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Optional
+
+from tritonserver import InvalidArgumentError, Server, UnavailableError
+from tritonserver.frontends import _common as c
+from tritonserver.frontends._runner import check_address, check_port
+
+
+def check_bool(field: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{field}: expected a bool, got {value!r}")
+    return value
+
+
+def check_int(field: str, value: Any, low: int = 0, high: int = 2**63 - 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidArgumentError(f"{field}: expected an int in [{low}, {high}], got {value!r}")
+    return value
+
+
+def check_socket_options(cls: str, options: Any) -> None:
+    check_address(f"{cls}.Options.address", options.address)
+    check_port(f"{cls}.Options.port", options.port)
+    check_bool(f"{cls}.Options.reuse_port", options.reuse_port)
+
+
+class Frontend:
+    """Base of the frontends: ``start()``, ``stop()``, and use as a context
+    manager (started on entry, stopped on exit)."""
+
+    _kind = "frontend"
+
+    def __init__(self, server: Any, options: Any, options_class: type):
+        if not isinstance(server, Server):
+            raise InvalidArgumentError(
+                f"{type(self).__name__}: server must be a tritonserver.Server, "
+                f"not {type(server).__name__}")
+        if options is None:
+            options = options_class()
+        if not isinstance(options, options_class):
+            raise InvalidArgumentError(
+                f"{type(self).__name__}: options must be {type(self).__name__}.Options, "
+                f"not {type(options).__name__}")
+        self.server = server
+        self.options: Any = options
+        self._lock = threading.Lock()
+        self._running = False
+
+    # Implemented by each frontend.
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def _stop(self, timeout: float) -> bool:
+        raise NotImplementedError
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (the one the system chose when Options.port is 0)."""
+        raise NotImplementedError
+
+    def start(self) -> "Frontend":
+        """Listen and serve; returns once listening. Raises UnavailableError
+        if the address cannot be used, InvalidArgumentError if the server
+        is not started."""
+        with self._lock:
+            if self._running:
+                raise InvalidArgumentError(f"{type(self).__name__} is already started")
+            if not self.server.live():
+                raise InvalidArgumentError(
+                    f"{type(self).__name__}: start the tritonserver.Server first")
+            self._start()
+            self._running = True
+        return self
+
+    def stop(self, timeout: Optional[float] = None) -> None:
+        """Stop accepting connections; requests in flight get ``timeout``
+        seconds (default: the server's Options.exit_timeout) to finish, then
+        end with an error. Stopping a stopped frontend does nothing."""
+        with self._lock:
+            if not self._running:
+                return
+            self._running = False
+            limit = float(self.server.options.exit_timeout if timeout is None else timeout)
+            if not self._stop(limit):
+                raise UnavailableError(f"{type(self).__name__} did not stop within {limit} s")
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def __enter__(self) -> "Frontend":
+        if not self._running:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        try:
+            if self._running:
+                self.stop(timeout=0)
+        except Exception:
+            pass
+
+    def _graceful_timeout(self) -> float:
+        return float(self.server.options.exit_timeout)
+
+
+__all__ = ["Frontend", "check_bool", "check_int", "check_socket_options", "c"]

@@ -1,0 +1,86 @@
+"""The metrics frontend: ``GET /metrics`` answers the core's Prometheus text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+from tritonserver import InvalidArgumentError, Server
+from tritonserver.frontends import _common as c
+from tritonserver.frontends._frontend import Frontend, check_int, check_socket_options
+from tritonserver.frontends._runner import UvicornService
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def create_metrics_app(server: c.ServerLike) -> "Starlette":
+    """An ASGI app serving ``GET /metrics`` (Prometheus text exposition) for
+    ``server`` (a Server, or a callable returning one)."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, PlainTextResponse, Response
+    from starlette.routing import Route
+
+    if not isinstance(server, Server) and not callable(server):
+        raise InvalidArgumentError(
+            f"server: expected a tritonserver.Server or a callable returning one, "
+            f"got {type(server).__name__}")
+
+    async def metrics(request: Request) -> Response:
+        target = c.resolve(server)
+        try:
+            c.check_running(target)
+            text = target.metrics()
+        except Exception as e:
+            error = c.unavailable_if_stopped(target, e)
+            return JSONResponse({"error": c.error_message(error)},
+                                status_code=c.http_status(error))
+        return PlainTextResponse(text, media_type=PROMETHEUS_TYPE)
+
+    return Starlette(routes=[Route("/metrics", metrics, methods=["GET"])])
+
+
+class Metrics(Frontend):
+    """Serves the server's metrics at ``http://<address>:<port>/metrics``."""
+
+    _kind = "metrics"
+
+    @dataclass
+    class Options:
+        """Metrics frontend options (names as in NVIDIA's tritonfrontend)."""
+
+        address: str = "127.0.0.1"
+        port: int = 8002
+        reuse_port: bool = False
+        thread_count: int = 1
+
+    def __init__(self, server: Server, options: Optional["Metrics.Options"] = None):
+        super().__init__(server, options, Metrics.Options)
+        check_socket_options("Metrics", self.options)
+        check_int("Metrics.Options.thread_count", self.options.thread_count, 1, 64)
+        self.app = create_metrics_app(server)
+        self._service: Optional[UvicornService] = None
+
+    def _start(self) -> None:
+        o = self.options
+        service = UvicornService("tritonserver-metrics", self.app, o.address, o.port,
+                                 o.reuse_port, o.thread_count, self._graceful_timeout())
+        service.start()
+        self._service = service
+
+    def _stop(self, timeout: float) -> bool:
+        service, self._service = self._service, None
+        return service.stop(timeout) if service is not None else True
+
+    @property
+    def port(self) -> int:
+        return self._service.port if self._service is not None else 0
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.options.address}:{self.port}/metrics"
+
+

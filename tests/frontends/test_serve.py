@@ -1,0 +1,204 @@
+"""``python -m tritonserver serve`` as a subprocess on free ports: the
+tritonserver executable's flags, tritonclient over HTTP and gRPC, metrics,
+and a clean exit (0) on SIGTERM or SIGINT with requests in flight."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Optional
+
+import numpy as np
+import pytest
+
+import tritonserver
+from frontends import support
+
+import tritonclient.grpc as grpcclient  # noqa: E402
+import tritonclient.http as httpclient  # noqa: E402
+
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(tritonserver.__file__)))
+READY_TIMEOUT_S = 120
+EXIT_TIMEOUT_S = 60
+STARTED = re.compile(r"Started (GRPCInferenceService|HTTPService|Metrics Service) at "
+                     r"(\S+):(\d+)")
+
+
+class Serve:
+    """A `python -m tritonserver serve` child process, always ended."""
+
+    def __init__(self, *flags: str, command: Optional[list[str]] = None):
+        env = dict(os.environ, PYTHONPATH=PACKAGE_PARENT)
+        for key in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "grpc_proxy"):
+            env.pop(key, None)
+        self.process = subprocess.Popen(
+            (command or [sys.executable, "-m", "tritonserver", "serve"]) + list(flags),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env, text=True)
+        self.lines: list[str] = []
+        self.ports: dict[str, int] = {}
+        self.ready = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+            match = STARTED.search(line)
+            if match:
+                self.ports[match.group(1)] = int(match.group(3))
+            if "tritonserver serve: ready" in line:
+                self.ready.set()
+        self.ready.set()
+
+    def wait_ready(self) -> "Serve":
+        assert self.ready.wait(READY_TIMEOUT_S), self.output()
+        assert self.process.poll() is None, self.output()
+        return self
+
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait(self, timeout: float = EXIT_TIMEOUT_S) -> int:
+        try:
+            code = self.process.wait(timeout)
+        finally:
+            self._reader.join(10)
+        return code
+
+    def end(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(30)
+
+
+def serve_flags(*extra: str) -> list[str]:
+    return ["--model-repository", tritonserver.example_model_repository(),
+            "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0",
+            "--log-info", "false", "--exit-timeout-secs", "10", *extra]
+
+
+def test_serve_answers_tritonclient_and_exits_cleanly_on_sigterm():
+    serve = Serve(*serve_flags())
+    try:
+        serve.wait_ready()
+        http_port = serve.ports["HTTPService"]
+        grpc_port = serve.ports["GRPCInferenceService"]
+        metrics_port = serve.ports["Metrics Service"]
+        x = np.arange(8, dtype=np.float32)
+        h = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
+        g = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+        try:
+            assert h.is_server_ready() and g.is_server_ready()
+            inp = httpclient.InferInput("INPUT0", [8], "FP32")
+            inp.set_data_from_numpy(x)
+            np.testing.assert_array_equal(h.infer("identity_fp32", [inp]).as_numpy("OUTPUT0"), x)
+            inp = grpcclient.InferInput("INPUT0", [8], "FP32")
+            inp.set_data_from_numpy(x)
+            np.testing.assert_array_equal(g.infer("identity_fp32", [inp]).as_numpy("OUTPUT0"), x)
+            assert {m["name"] for m in h.get_model_repository_index()} >= {"identity_fp32",
+                                                                          "repeat_int32"}
+        finally:
+            h.close()
+            g.close()
+        status, _, body = support.request(metrics_port, "GET", "/metrics")
+        assert status == 200 and b"nv_inference_count" in body
+        # A request in flight when SIGTERM arrives is answered, then the process exits 0.
+        answers: list = []
+
+        def slow() -> None:
+            body = json.dumps({"inputs": [{"name": "DELAY_US", "datatype": "INT64",
+                                           "shape": [1], "data": [1_500_000]}]}).encode()
+            answers.append(support.request(http_port, "POST", "/v2/models/sleep_us/infer",
+                                           body, timeout=60))
+
+        t = threading.Thread(target=slow)
+        t.start()
+        time.sleep(0.5)
+        start = time.monotonic()
+        serve.process.send_signal(signal.SIGTERM)
+        assert serve.wait() == 0, serve.output()
+        assert time.monotonic() - start < 10 + 15
+        t.join(30)
+        assert answers and answers[0][0] == 200, answers
+        assert json.loads(answers[0][2])["outputs"][0]["data"][0] >= 1_500_000
+        assert "stopped in" in serve.output()
+    finally:
+        serve.end()
+
+
+def test_serve_explicit_mode_sigint_and_flags():
+    serve = Serve(*serve_flags("--model-control-mode=explicit", "--load-model=identity_bytes",
+                               "--allow-grpc=false", "--allow-metrics", "false",
+                               "--strict-model-config=true",
+                               "--http-restricted-api=model-repository:admin=yes"))
+    try:
+        serve.wait_ready()
+        assert set(serve.ports) == {"HTTPService"}
+        port = serve.ports["HTTPService"]
+        status, _, _ = support.request(port, "GET", "/v2/models/identity_bytes/ready")
+        assert status == 200
+        status, _, _ = support.request(port, "GET", "/v2/models/identity_fp32/ready")
+        assert status == 400  # not loaded in explicit mode
+        status, _, _ = support.request(port, "POST", "/v2/repository/models/identity_fp32/load")
+        assert status == 403
+        status, _, _ = support.request(port, "POST", "/v2/repository/models/identity_fp32/load",
+                                       headers={"admin": "yes"})
+        assert status == 200
+        status, _, _ = support.request(port, "GET", "/v2/models/identity_fp32/ready")
+        assert status == 200
+        serve.process.send_signal(signal.SIGINT)
+        assert serve.wait() == 0, serve.output()
+    finally:
+        serve.end()
+
+
+@pytest.mark.parametrize("flags, code, message", [
+    (["--model-control-mode=bogus"], 2, "invalid choice"),
+    (["--http-port", "70000"], 2, "port"),
+    (["--no-such-flag"], 2, "unrecognized"),
+    (["--load-model", "identity_fp32"], 2, "explicit"),
+])
+def test_serve_refuses_bad_flags(flags, code, message):
+    serve = Serve(*serve_flags(*flags))
+    try:
+        assert serve.wait() == code, serve.output()
+        assert message in serve.output()
+    finally:
+        serve.end()
+
+
+def test_serve_fails_cleanly_on_a_port_in_use():
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        serve = Serve(*serve_flags("--http-port", str(taken.getsockname()[1])))
+        try:
+            assert serve.wait() == 1, serve.output()
+            assert "cannot listen" in serve.output()
+        finally:
+            serve.end()
+
+
+def test_script_entry_point_help():
+    script = shutil.which("tritonserver-py")
+    if script is None:
+        pytest.skip("the tritonserver-py script is not on PATH (package not installed)")
+    done = subprocess.run([script, "serve", "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0
+    for flag in ("--model-repository", "--model-control-mode", "--load-model",
+                 "--strict-model-config", "--backend-directory", "--http-port", "--grpc-port",
+                 "--metrics-port", "--http-address", "--grpc-address", "--allow-http",
+                 "--allow-grpc", "--allow-metrics", "--log-verbose", "--exit-timeout-secs"):
+        assert flag in done.stdout, flag
