@@ -15,13 +15,12 @@ namespace {
 
 constexpr size_t kAlignment = 64;
 
-// Called on a core thread for each output of a response (contract: seed 000,
-// order start -> alloc per output; release when the response is deleted).
-TRITONSERVER_Error* AllocHost(TRITONSERVER_ResponseAllocator*, const char*,
-                              size_t byte_size, TRITONSERVER_MemoryType,
-                              int64_t, void*, void** buffer,
-                              void** buffer_userp,
-                              TRITONSERVER_MemoryType* actual_memory_type,
+// Called on a core thread for each output of a response (the contract of
+// TRITONSERVER_ResponseAllocatorNew in tritonserver.h: start, then alloc per
+// output; release when the response is deleted).
+TRITONSERVER_Error* AllocHost(TRITONSERVER_ResponseAllocator*, const char*, size_t byte_size,
+                              TRITONSERVER_MemoryType, int64_t, void*, void** buffer,
+                              void** buffer_userp, TRITONSERVER_MemoryType* actual_memory_type,
                               int64_t* actual_memory_type_id) {
   return GuardCallback([&]() -> TRITONSERVER_Error* {
     *buffer = nullptr;
@@ -33,9 +32,8 @@ TRITONSERVER_Error* AllocHost(TRITONSERVER_ResponseAllocator*, const char*,
     if (byte_size == 0) return nullptr;
     HostBuffer* host = HostBuffer::New(byte_size);
     if (host == nullptr) {
-      return MakeError(TRITONSERVER_ERROR_UNAVAILABLE,
-                       "out of host memory for an output of " +
-                           std::to_string(byte_size) + " bytes");
+      return MakeError(TRITONSERVER_ERROR_UNAVAILABLE, "out of host memory for an output of " +
+                                                           std::to_string(byte_size) + " bytes");
     }
     *buffer = host->data();
     *buffer_userp = static_cast<OutputBuffer*>(host);
@@ -43,8 +41,7 @@ TRITONSERVER_Error* AllocHost(TRITONSERVER_ResponseAllocator*, const char*,
   });
 }
 
-TRITONSERVER_Error* ReleaseHost(TRITONSERVER_ResponseAllocator*, void*,
-                                void* buffer_userp, size_t,
+TRITONSERVER_Error* ReleaseHost(TRITONSERVER_ResponseAllocator*, void*, void* buffer_userp, size_t,
                                 TRITONSERVER_MemoryType, int64_t) {
   if (buffer_userp != nullptr) static_cast<OutputBuffer*>(buffer_userp)->Unref();
   return nullptr;
@@ -120,12 +117,11 @@ TRITONSERVER_ResponseAllocator* DefaultAllocator() {
   static std::once_flag once;
   static TRITONSERVER_ResponseAllocator* allocator = nullptr;
   std::call_once(once, [] {
-    Check(TRITON_FN(TRITONSERVER_ResponseAllocatorNew)(
-        &allocator, AllocHost, ReleaseHost, /*start_fn=*/nullptr));
+    Check(TRITON_FN(TRITONSERVER_ResponseAllocatorNew)(&allocator, AllocHost, ReleaseHost,
+                                                       /*start_fn=*/nullptr));
   });
   if (allocator == nullptr) {
-    throw Error(TRITONSERVER_ERROR_INTERNAL,
-                      "the response allocator could not be created");
+    throw Error(TRITONSERVER_ERROR_INTERNAL, "the response allocator could not be created");
   }
   return allocator;
 }

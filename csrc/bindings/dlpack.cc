@@ -10,8 +10,8 @@
 
 #include <vector>
 
-#include "pyinterop/ref.h"
 #include "dlpack/dlpack.h"
+#include "pyinterop/ref.h"
 
 namespace py = pybind11;
 
@@ -28,9 +28,7 @@ struct ExportContext {
   pyinterop::OwnedRef owner;
 };
 
-void DeleteExport(DLManagedTensor* self) {
-  delete static_cast<ExportContext*>(self->manager_ctx);
-}
+void DeleteExport(DLManagedTensor* self) { delete static_cast<ExportContext*>(self->manager_ctx); }
 
 // Called when an unconsumed capsule is garbage collected.
 void CapsuleDestructor(PyObject* capsule) {
@@ -62,6 +60,49 @@ py::capsule ToDlpack(uintptr_t data, const std::vector<int64_t>& shape, int code
   }
   return py::reinterpret_steal<py::capsule>(capsule);
 }
+
+// to_dlpack(data_ptr, shape, code, bits, device_type, device_id, owner) with
+// CPython's fast calling convention: called for every output a program
+// reads through DLPack, where pybind11's argument casting costs as much as
+// the export itself.
+PyObject* ToDlpackFast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 7) {
+    PyErr_SetString(PyExc_TypeError, "to_dlpack() takes 7 arguments");
+    return nullptr;
+  }
+  const uintptr_t data = PyLong_AsSize_t(args[0]);
+  PyObject* shape = PySequence_Fast(args[1], "shape must be a sequence of ints");
+  if (shape == nullptr || (data == static_cast<uintptr_t>(-1) && PyErr_Occurred())) {
+    Py_XDECREF(shape);
+    return nullptr;
+  }
+  std::vector<int64_t> dims(static_cast<size_t>(PySequence_Fast_GET_SIZE(shape)));
+  for (size_t i = 0; i < dims.size(); ++i) {
+    dims[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(shape, i));
+  }
+  Py_DECREF(shape);
+  const long code = PyLong_AsLong(args[2]);
+  const long bits = PyLong_AsLong(args[3]);
+  const long device_type = PyLong_AsLong(args[4]);
+  const long device_id = PyLong_AsLong(args[5]);
+  if (PyErr_Occurred()) return nullptr;
+  try {
+    return ToDlpack(data, dims, static_cast<int>(code), static_cast<int>(bits),
+                    static_cast<int>(device_type), static_cast<int>(device_id),
+                    py::reinterpret_borrow<py::object>(args[6]))
+        .release()
+        .ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  }
+}
+
+PyMethodDef to_dlpack_def = {
+    "to_dlpack", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&ToDlpackFast)),
+    METH_FASTCALL,
+    "to_dlpack(data_ptr, shape, code, bits, device_type, device_id, owner, /)\n--\n\n"
+    "A 'dltensor' capsule over memory kept alive by `owner`."};
 
 // Owns an imported DLManagedTensor; its deleter runs when this object dies.
 class DlpackKeeper {
@@ -109,11 +150,22 @@ py::dict FromDlpack(py::capsule capsule) {
 
 }  // namespace
 
+// The address of a buffer's data (the buffer protocol; no copy).
+uintptr_t BufferAddress(py::handle object) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(object.ptr(), &view, PyBUF_SIMPLE) != 0) throw py::error_already_set();
+  const auto address = reinterpret_cast<uintptr_t>(view.buf);
+  PyBuffer_Release(&view);
+  return address;
+}
+
 void RegisterDlpack(py::module_& m) {
+  m.def("buffer_address", &BufferAddress, py::arg("buffer"),
+        "The address of a contiguous buffer's data (the buffer protocol).");
   py::class_<DlpackKeeper, std::shared_ptr<DlpackKeeper>>(m, "DlpackKeeper");
-  m.def("to_dlpack", &ToDlpack, py::arg("data_ptr"), py::arg("shape"), py::arg("code"),
-        py::arg("bits"), py::arg("device_type"), py::arg("device_id"), py::arg("owner"),
-        "A 'dltensor' capsule over memory kept alive by `owner`.");
+  PyObject* to_dlpack = PyCFunction_NewEx(&to_dlpack_def, nullptr, m.attr("__name__").ptr());
+  if (to_dlpack == nullptr) throw py::error_already_set();
+  m.add_object("to_dlpack", py::reinterpret_steal<py::object>(to_dlpack));
   m.def("from_dlpack", &FromDlpack, py::arg("capsule"),
         "Consume a 'dltensor' capsule: its description and a keeper that frees it.");
 }

@@ -53,9 +53,7 @@ const std::vector<std::pair<const char*, Table>>& Tables() {
         {"WARN", TRITONSERVER_LOG_WARN},
         {"ERROR", TRITONSERVER_LOG_ERROR},
         {"VERBOSE", TRITONSERVER_LOG_VERBOSE}}},
-      {"LogFormat",
-       {{"DEFAULT", TRITONSERVER_LOG_DEFAULT},
-        {"ISO8601", TRITONSERVER_LOG_ISO8601}}},
+      {"LogFormat", {{"DEFAULT", TRITONSERVER_LOG_DEFAULT}, {"ISO8601", TRITONSERVER_LOG_ISO8601}}},
       {"ErrorCode",
        {{"UNKNOWN", TRITONSERVER_ERROR_UNKNOWN},
         {"INTERNAL", TRITONSERVER_ERROR_INTERNAL},
@@ -74,19 +72,16 @@ const std::vector<std::pair<const char*, Table>>& Tables() {
         {"RESCHEDULE", TRITONSERVER_REQUEST_RELEASE_RESCHEDULE}}},
       {"ResponseCompleteFlag", {{"FINAL", TRITONSERVER_RESPONSE_COMPLETE_FINAL}}},
       {"ModelBatchFlag",
-       {{"UNKNOWN", TRITONSERVER_BATCH_UNKNOWN},
-        {"FIRST_DIM", TRITONSERVER_BATCH_FIRST_DIM}}},
+       {{"UNKNOWN", TRITONSERVER_BATCH_UNKNOWN}, {"FIRST_DIM", TRITONSERVER_BATCH_FIRST_DIM}}},
       {"ModelIndexFlag", {{"READY", TRITONSERVER_INDEX_FLAG_READY}}},
       {"ModelTxnPropertyFlag",
-       {{"ONE_TO_ONE", TRITONSERVER_TXN_ONE_TO_ONE},
-        {"DECOUPLED", TRITONSERVER_TXN_DECOUPLED}}},
+       {{"ONE_TO_ONE", TRITONSERVER_TXN_ONE_TO_ONE}, {"DECOUPLED", TRITONSERVER_TXN_DECOUPLED}}},
       {"ModelControlMode",
        {{"NONE", TRITONSERVER_MODEL_CONTROL_NONE},
         {"POLL", TRITONSERVER_MODEL_CONTROL_POLL},
         {"EXPLICIT", TRITONSERVER_MODEL_CONTROL_EXPLICIT}}},
       {"RateLimitMode",
-       {{"OFF", TRITONSERVER_RATE_LIMIT_OFF},
-        {"EXEC_COUNT", TRITONSERVER_RATE_LIMIT_EXEC_COUNT}}},
+       {{"OFF", TRITONSERVER_RATE_LIMIT_OFF}, {"EXEC_COUNT", TRITONSERVER_RATE_LIMIT_EXEC_COUNT}}},
   };
   return *tables;
 }
@@ -104,8 +99,7 @@ py::dict EnumTables() {
 }  // namespace
 
 void RegisterEnums(py::module_& m) {
-  m.def("enum_tables", &EnumTables,
-        "Every exposed C enum as {enum: {member: value}}.");
+  m.def("enum_tables", &EnumTables, "Every exposed C enum as {enum: {member: value}}.");
 }
 
 }  // namespace tritonpy

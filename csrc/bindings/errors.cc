@@ -18,8 +18,7 @@ void Check(TRITONSERVER_Error* err) {
   throw Error(api.TRITONSERVER_ErrorCode(err), message ? message : "");
 }
 
-TRITONSERVER_Error* MakeError(TRITONSERVER_Error_Code code,
-                              const std::string& message) {
+TRITONSERVER_Error* MakeError(TRITONSERVER_Error_Code code, const std::string& message) {
   return Core().TRITONSERVER_ErrorNew(code, message.c_str());
 }
 

@@ -32,8 +32,7 @@ class ErrorPtr {
 void Check(TRITONSERVER_Error* err);
 
 // A new core error carrying `code` and `message`, for returning from callbacks.
-TRITONSERVER_Error* MakeError(TRITONSERVER_Error_Code code,
-                              const std::string& message);
+TRITONSERVER_Error* MakeError(TRITONSERVER_Error_Code code, const std::string& message);
 
 // Runs `body` (which returns TRITONSERVER_Error*) for the core: any exception
 // becomes a core error instead of unwinding into C.

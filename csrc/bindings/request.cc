@@ -58,15 +58,6 @@ void Request::AddInput(Input input, py::object owner) {
   }
 }
 
-void Request::DropOwners() {
-  std::vector<pyinterop::OwnedRef> owners;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    owners.swap(owners_);
-  }
-  // `owners` die here, outside the lock (each takes the GIL to drop).
-}
-
 // Applies everything recorded to a fresh core request.
 void Request::Fill(TRITONSERVER_InferenceRequest* r) const {
   const CoreApi& api = Core();
@@ -105,9 +96,9 @@ void Request::Fill(TRITONSERVER_InferenceRequest* r) const {
         value);
   }
   for (const Input& in : inputs_) {
-    Check(api.TRITONSERVER_InferenceRequestAddInput(
-        r, in.name.c_str(), static_cast<TRITONSERVER_DataType>(in.datatype), in.shape.data(),
-        in.shape.size()));
+    Check(api.TRITONSERVER_InferenceRequestAddInput(r, in.name.c_str(),
+                                                    static_cast<TRITONSERVER_DataType>(in.datatype),
+                                                    in.shape.data(), in.shape.size()));
     Check(api.TRITONSERVER_InferenceRequestAppendInputData(
         r, in.name.c_str(), reinterpret_cast<const void*>(in.data_ptr), in.byte_size,
         static_cast<TRITONSERVER_MemoryType>(in.memory_type), in.memory_type_id));
@@ -133,8 +124,9 @@ void Request::OnRelease(TRITONSERVER_InferenceRequest*, uint32_t flags, void* us
         self->in_flight_count_.reset();
       }
     }
-    // The core reads no more input: the data's owners can go now.
-    self->DropOwners();
+    // The input data's owners stay with the request: they go when Python
+    // lets go of it, under the GIL it holds then, instead of this core
+    // thread waiting for the GIL here.
   } catch (...) {
     // Called from C: nothing may unwind. Nothing above throws in practice
     // (a mutex failing to lock is the only candidate).
@@ -200,8 +192,8 @@ void Request::Send() {
     Check(err);  // `guard` deletes the request, `holder` the queue reference
   }
   server->Track(queue);
-  guard.r = nullptr;   // the core's now, until OnRelease
-  holder.release();    // freed by OnComplete at the final response
+  guard.r = nullptr;  // the core's now, until OnRelease
+  holder.release();   // freed by OnComplete at the final response
 }
 
 void Request::Cancel() {
@@ -211,6 +203,65 @@ void Request::Cancel() {
 }
 
 namespace {
+
+// numpy.ndarray, {numpy dtype: DataType value} of the fixed-size types
+// (tritonserver._datatypes' table) and the interned name "dtype", looked up
+// once and kept for the process.
+struct ArrayTypes {
+  py::object ndarray;
+  py::dict data_types;
+  py::object dtype_name;
+};
+
+const ArrayTypes& Arrays() {
+  static const ArrayTypes* types = new ArrayTypes{
+      py::module_::import("numpy").attr("ndarray"),
+      py::module_::import("tritonserver._datatypes").attr("data_type_by_dtype")().cast<py::dict>(),
+      py::reinterpret_steal<py::object>(PyUnicode_InternFromString("dtype"))};
+  return *types;
+}
+
+// Adds the inputs, in order, while they are C-contiguous numpy arrays of
+// fixed-size types (read in place); returns the names from the first other
+// one on (for Python to convert, keeping the order), or None when it took
+// them all.
+py::typing::Optional<py::typing::List<py::str>> AddArrays(Request& request,
+                                                          const py::dict& inputs) {
+  const ArrayTypes& types = Arrays();
+  py::object rest = py::none();
+  for (auto [key, value] : inputs) {
+    if (!rest.is_none()) {
+      rest.cast<py::list>().append(key);
+      continue;
+    }
+    PyObject* v = value.ptr();
+    PyObject* data_type = nullptr;
+    Py_buffer view;
+    py::object dtype;
+    if (!PyUnicode_Check(key.ptr()) ||
+        Py_TYPE(v) != reinterpret_cast<PyTypeObject*>(types.ndarray.ptr()) ||
+        !(dtype = py::reinterpret_steal<py::object>(PyObject_GetAttr(v, types.dtype_name.ptr()))) ||
+        (data_type = PyDict_GetItemWithError(types.data_types.ptr(), dtype.ptr())) == nullptr ||
+        PyObject_GetBuffer(v, &view, PyBUF_ND | PyBUF_C_CONTIGUOUS) != 0) {
+      PyErr_Clear();
+      rest = py::list();
+      rest.cast<py::list>().append(key);
+      continue;
+    }
+    Request::Input input{key.cast<std::string>(),
+                         static_cast<int>(PyLong_AsLong(data_type)),
+                         std::vector<int64_t>(view.shape, view.shape + view.ndim),
+                         reinterpret_cast<uintptr_t>(view.buf),
+                         static_cast<size_t>(view.len),
+                         TRITONSERVER_MEMORY_CPU,
+                         0};
+    PyBuffer_Release(&view);
+    // The array stays referenced (so its memory stays put) until the core
+    // releases the request.
+    request.AddInput(std::move(input), py::reinterpret_borrow<py::object>(value));
+  }
+  return rest;
+}
 
 // What Python holds of one request (see request.h).
 class RequestOwner {
@@ -240,11 +291,13 @@ void RegisterRequest(py::module_& m) {
   py::class_<R>(m, "InferenceRequest",
                 "One request: what to send to one model, sent once; then the queue its "
                 "responses arrive in. Dropped before its final response, it is cancelled.")
-      .def(py::init<const Server&, std::string, int64_t>(), py::arg("server"),
-           py::arg("model"), py::arg("version") = -1)
-      .def("set_id", [](R& r, std::string v) { r.request().SetId(std::move(v)); },
-           py::arg("request_id"))
-      .def("set_flags", [](R& r, uint32_t v) { r.request().SetFlags(v); }, py::arg("flags"))
+      .def(py::init<const Server&, std::string, int64_t>(), py::arg("server"), py::arg("model"),
+           py::arg("version") = -1)
+      .def(
+          "set_id", [](R& r, std::string v) { r.request().SetId(std::move(v)); },
+          py::arg("request_id"))
+      .def(
+          "set_flags", [](R& r, uint32_t v) { r.request().SetFlags(v); }, py::arg("flags"))
       .def(
           "set_correlation_id", [](R& r, uint64_t v) { r.request().SetCorrelationId(v); },
           py::arg("correlation_id"))
@@ -252,82 +305,74 @@ void RegisterRequest(py::module_& m) {
           "set_correlation_id_string",
           [](R& r, std::string v) { r.request().SetCorrelationId(std::move(v)); },
           py::arg("correlation_id"))
-      .def("set_priority", [](R& r, uint64_t v) { r.request().SetPriority(v); },
-           py::arg("priority"))
-      .def("set_timeout_microseconds", [](R& r, uint64_t v) { r.request().SetTimeout(v); },
-           py::arg("timeout_us"))
+      .def(
+          "set_priority", [](R& r, uint64_t v) { r.request().SetPriority(v); }, py::arg("priority"))
+      .def(
+          "set_timeout_microseconds", [](R& r, uint64_t v) { r.request().SetTimeout(v); },
+          py::arg("timeout_us"))
       .def(
           "set_parameters",
           [](R& r, const pyinterop::PyParameters& v) { r.request().SetParameters(v); },
           py::arg("parameters"), "Request parameters: a dict of str to bool, int, float or str.")
       .def(
           "add_input",
-          [](R& r, std::string name, int datatype, std::vector<int64_t> shape,
-             uintptr_t data_ptr, size_t byte_size, int memory_type, int64_t memory_type_id,
-             py::object owner) {
-            r.request().AddInput({std::move(name), datatype, std::move(shape), data_ptr,
-                                  byte_size, memory_type, memory_type_id},
+          [](R& r, std::string name, int datatype, std::vector<int64_t> shape, uintptr_t data_ptr,
+             size_t byte_size, int memory_type, int64_t memory_type_id, py::object owner) {
+            r.request().AddInput({std::move(name), datatype, std::move(shape), data_ptr, byte_size,
+                                  memory_type, memory_type_id},
                                  std::move(owner));
           },
           py::arg("name"), py::arg("datatype"), py::arg("shape"), py::arg("data_ptr"),
-          py::arg("byte_size"), py::arg("memory_type"), py::arg("memory_type_id"),
-          py::arg("owner"))
+          py::arg("byte_size"), py::arg("memory_type"), py::arg("memory_type_id"), py::arg("owner"))
       .def(
-          "add_input_array",
-          [](R& r, std::string name, int datatype, std::vector<int64_t> shape,
-             py::object array) {
-            // The fast path for C-contiguous host arrays: the buffer protocol
-            // gives pointer and size in one step; the array stays referenced
-            // (so its memory stays put) until the core releases the request.
-            Py_buffer view;
-            if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
-              throw py::error_already_set();
-            }
-            Request::Input input{std::move(name), datatype, std::move(shape),
-                                 reinterpret_cast<uintptr_t>(view.buf),
-                                 static_cast<size_t>(view.len), TRITONSERVER_MEMORY_CPU, 0};
-            PyBuffer_Release(&view);
-            r.request().AddInput(std::move(input), std::move(array));
-          },
-          py::arg("name"), py::arg("datatype"), py::arg("shape"), py::arg("array"))
-      .def("add_requested_output",
-           [](R& r, std::string v) { r.request().AddRequestedOutput(std::move(v)); },
-           py::arg("name"))
+          "add_arrays", [](R& r, const py::dict& inputs) { return AddArrays(r.request(), inputs); },
+          py::arg("inputs"),
+          "Add the inputs, in order, while they are C-contiguous numpy arrays of fixed-size "
+          "types (read in place); returns the names from the first other one on, or None.")
+      .def(
+          "add_requested_output",
+          [](R& r, std::string v) { r.request().AddRequestedOutput(std::move(v)); },
+          py::arg("name"))
       .def(
           "set_allocator",
           [](R& r, py::object allocator, int type, int64_t id) {
             r.request().SetAllocator(std::move(allocator), type, id);
           },
           py::arg("allocator"), py::arg("preferred_type") = -1, py::arg("preferred_id") = 0)
-      .def("set_classify", [](R& r, bool v) { r.queue().SetClassify(v); },
-           py::arg("classify"), "Read the first output's class labels of each response.")
+      .def(
+          "set_classify", [](R& r, bool v) { r.queue().SetClassify(v); }, py::arg("classify"),
+          "Read the first output's class labels of each response.")
       .def(
           "set_python_waker",
           [](R& r, py::typing::Optional<py::typing::Callable<void()>> callable, bool always) {
-            r.queue().SetWaker(callable.is_none()
-                                   ? nullptr
-                                   : std::make_shared<PythonWaker>(std::move(callable)),
-                               always);
+            r.queue().SetWaker(
+                callable.is_none() ? nullptr : std::make_shared<PythonWaker>(std::move(callable)),
+                always);
           },
           py::arg("callable"), py::arg("always") = true,
           "Call `callable` (on the core's thread, with the GIL) at every arrival, or only "
           "when armed; None stops.")
       .def(
-          "set_loop_waker",
-          [](R& r, std::shared_ptr<LoopNotifier> notifier, uint64_t token) {
-            r.queue().SetWaker(std::make_shared<LoopWaker>(std::move(notifier), token), false);
+          "watch",
+          [](R& r, LoopNotifier& notifier, py::object future) {
+            return notifier.Watch(r.queue(), std::move(future));
           },
-          py::arg("notifier"), py::arg("token"),
-          "When armed, wake an event loop through its LoopNotifier with `token`.")
-      .def("send", [](R& r) { r.request().Send(); }, "Hand the request to the core.")
+          py::arg("notifier"), py::arg("future"),
+          "Complete `future` (on its loop, through `notifier`) at the next arrival; False "
+          "when a response is already there.")
+      .def(
+          "send", [](R& r) { r.request().Send(); }, "Hand the request to the core.")
       .def("cancel", [](R& r) { r.request().Cancel(); })
-      .def("try_pop", [](R& r) { return r.queue().TryPop(); },
-           "The next Response, or None when none has arrived.")
-      .def("pop", [](R& r, double timeout) { return r.queue().Pop(timeout); },
-           py::arg("timeout") = -1.0,
-           "Wait (without the GIL) for the next Response; None on timeout.")
-      .def("arm", [](R& r) { return r.queue().Arm(); },
-           "One wake-up at the next arrival; False when one is already there.");
+      .def(
+          "try_pop", [](R& r) { return r.queue().TryPop(); },
+          "The next Response, or None when none has arrived.")
+      .def(
+          "pop", [](R& r, double timeout) { return r.queue().Pop(timeout); },
+          py::arg("timeout") = -1.0,
+          "Wait (without the GIL) for the next Response; None on timeout.")
+      .def(
+          "arm", [](R& r) { return r.queue().Arm(); },
+          "One wake-up at the next arrival; False when one is already there.");
 }
 
 }  // namespace tritonpy

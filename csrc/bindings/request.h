@@ -5,7 +5,8 @@
 // So a core request (which keeps its model loaded) exists only while the
 // core works on it: no Python object, traceback or garbage cycle can hold
 // one. Input data is read in place: the Python objects that own it stay
-// referenced until release. Responses arrive in the request's queue.
+// referenced as long as the request (at least until the core releases it).
+// Responses arrive in the request's queue.
 //
 // Python holds one object per request (InferenceRequest in Python): the
 // request, its queue, and the rule that a sent request nobody can read any
@@ -50,14 +51,32 @@ class Request : public std::enable_shared_from_this<Request> {
 
   // Recording, before Send(). `owner` keeps the input's memory alive until
   // the core releases the request.
-  void SetId(std::string id) { Unsent(); id_ = std::move(id); }
-  void SetFlags(uint32_t flags) { Unsent(); flags_ = flags; }
-  void SetCorrelationId(std::variant<uint64_t, std::string> id) { Unsent(); correlation_id_ = std::move(id); }
-  void SetPriority(uint64_t priority) { Unsent(); priority_ = priority; }
-  void SetTimeout(uint64_t timeout_us) { Unsent(); timeout_us_ = timeout_us; }
+  void SetId(std::string id) {
+    Unsent();
+    id_ = std::move(id);
+  }
+  void SetFlags(uint32_t flags) {
+    Unsent();
+    flags_ = flags;
+  }
+  void SetCorrelationId(std::variant<uint64_t, std::string> id) {
+    Unsent();
+    correlation_id_ = std::move(id);
+  }
+  void SetPriority(uint64_t priority) {
+    Unsent();
+    priority_ = priority;
+  }
+  void SetTimeout(uint64_t timeout_us) {
+    Unsent();
+    timeout_us_ = timeout_us;
+  }
   // Request parameters (a dict of str to bool, int, float or str).
   void SetParameters(const pyinterop::PyParameters& parameters);
-  void AddRequestedOutput(std::string name) { Unsent(); outputs_.push_back(std::move(name)); }
+  void AddRequestedOutput(std::string name) {
+    Unsent();
+    outputs_.push_back(std::move(name));
+  }
   // Outputs from a Python MemoryAllocator instead of the default; a
   // `preferred_type` >= 0 replaces the memory type the core asks for.
   void SetAllocator(pybind11::object allocator, int preferred_type, int64_t preferred_id);
@@ -72,11 +91,9 @@ class Request : public std::enable_shared_from_this<Request> {
  private:
   void Unsent() const;
   void Fill(TRITONSERVER_InferenceRequest* r) const;
-  static void OnRelease(TRITONSERVER_InferenceRequest* request, uint32_t flags,
-                        void* userp);
-  void DropOwners();
+  static void OnRelease(TRITONSERVER_InferenceRequest* request, uint32_t flags, void* userp);
 
-  std::weak_ptr<ServerHandle> server_;  // the request never keeps it alive
+  std::weak_ptr<ServerHandle> server_;                     // the request never keeps it alive
   std::shared_ptr<std::atomic<int64_t>> in_flight_count_;  // the server's, while counted
   std::string model_;
   int64_t version_;
@@ -96,8 +113,8 @@ class Request : public std::enable_shared_from_this<Request> {
   mutable std::mutex mutex_;
   bool sent_ = false;
   TRITONSERVER_InferenceRequest* request_ = nullptr;  // the core's, while in flight
-  std::vector<pyinterop::OwnedRef> owners_;  // of the input data
-  std::shared_ptr<Request> in_flight_;  // self, while the core holds it
+  std::vector<pyinterop::OwnedRef> owners_;           // of the input data
+  std::shared_ptr<Request> in_flight_;                // self, while the core holds it
 };
 
 void RegisterRequest(pybind11::module_& m);

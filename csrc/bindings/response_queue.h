@@ -62,8 +62,7 @@ class ResponseQueue {
   // ---- Core side (any thread, no GIL) ----
   // The completion callback; userp is a heap-allocated
   // shared_ptr<ResponseQueue>, freed at the final flag.
-  static void OnComplete(TRITONSERVER_InferenceResponse* response, uint32_t flags,
-                         void* userp);
+  static void OnComplete(TRITONSERVER_InferenceResponse* response, uint32_t flags, void* userp);
   // Ends the request for its reader: a final error record, unless the final
   // one already came. Whatever the core sends later is dropped. Returns
   // whether it ended it.

@@ -31,8 +31,8 @@ OutputRecord::OutputRecord(OutputRecord&& other) noexcept
 
 namespace {
 
-void ReadOutput(const CoreApi& api, TRITONSERVER_InferenceResponse* r,
-                uint32_t index, OutputRecord& o) {
+void ReadOutput(const CoreApi& api, TRITONSERVER_InferenceResponse* r, uint32_t index,
+                OutputRecord& o) {
   const char* name = nullptr;
   TRITONSERVER_DataType dtype;
   const int64_t* shape = nullptr;
@@ -40,9 +40,8 @@ void ReadOutput(const CoreApi& api, TRITONSERVER_InferenceResponse* r,
   const void* base = nullptr;
   TRITONSERVER_MemoryType mtype;
   void* userp = nullptr;
-  Check(api.TRITONSERVER_InferenceResponseOutput(r, index, &name, &dtype, &shape, &dims,
-                                                 &base, &o.byte_size, &mtype,
-                                                 &o.memory_type_id, &userp));
+  Check(api.TRITONSERVER_InferenceResponseOutput(r, index, &name, &dtype, &shape, &dims, &base,
+                                                 &o.byte_size, &mtype, &o.memory_type_id, &userp));
   o.name = name;
   o.datatype = static_cast<int>(dtype);
   o.shape.assign(shape, shape + dims);
@@ -68,16 +67,16 @@ void ReadOutput(const CoreApi& api, TRITONSERVER_InferenceResponse* r,
 }
 
 // The labels of the first output's classes (its last dimension).
-std::vector<std::optional<std::string>> ClassLabels(
-    const CoreApi& api, TRITONSERVER_InferenceResponse* r, const OutputRecord& first) {
+std::vector<std::optional<std::string>> ClassLabels(const CoreApi& api,
+                                                    TRITONSERVER_InferenceResponse* r,
+                                                    const OutputRecord& first) {
   std::vector<std::optional<std::string>> labels;
   if (first.shape.empty() || first.shape.back() <= 0) return labels;
   const auto classes = static_cast<size_t>(first.shape.back());
   labels.reserve(classes);
   for (size_t i = 0; i < classes; ++i) {
     const char* label = nullptr;
-    Check(TRITON_FN(TRITONSERVER_InferenceResponseOutputClassificationLabel)(r, 0, i,
-                                                                            &label));
+    Check(TRITON_FN(TRITONSERVER_InferenceResponseOutputClassificationLabel)(r, 0, i, &label));
     labels.push_back(label != nullptr ? std::optional<std::string>(label) : std::nullopt);
   }
   return labels;
@@ -85,8 +84,8 @@ std::vector<std::optional<std::string>> ClassLabels(
 
 }  // namespace
 
-std::unique_ptr<ResponseRecord> ReadResponse(TRITONSERVER_InferenceResponse* r,
-                                             uint32_t flags, bool classify) {
+std::unique_ptr<ResponseRecord> ReadResponse(TRITONSERVER_InferenceResponse* r, uint32_t flags,
+                                             bool classify) {
   const CoreApi& api = Core();
   // Deleted on leaving, whatever happens: nothing below keeps it.
   struct Owner {
@@ -151,9 +150,9 @@ PyStructSequence_Field output_fields[] = {
     {"memory_type_id", "the device id of its data"},
     {"memory", "the owner of its data (None when empty): keep it to keep the data"},
     {nullptr, nullptr}};
-PyStructSequence_Desc output_desc = {
-    "tritonserver._c.triton_bindings.Output",
-    "One output tensor of a response, read from the core.", output_fields, 8};
+PyStructSequence_Desc output_desc = {"tritonserver._c.triton_bindings.Output",
+                                     "One output tensor of a response, read from the core.",
+                                     output_fields, 8};
 
 PyStructSequence_Field response_fields[] = {
     {"final", "whether this is the request's last response"},
@@ -169,8 +168,7 @@ PyStructSequence_Field response_fields[] = {
     {nullptr, nullptr}};
 PyStructSequence_Desc response_desc = {
     "tritonserver._c.triton_bindings.Response",
-    "One response of a request (or its final flag alone), read from the core.",
-    response_fields, 9};
+    "One response of a request (or its final flag alone), read from the core.", response_fields, 9};
 
 constexpr const char* kMemoryCapsule = "tritonserver.output_memory";
 
@@ -209,11 +207,10 @@ py::object OutputToPython(OutputRecord& o) {
     if (!memory) throw py::error_already_set();
     o.buffer = nullptr;  // the capsule's reference now
   }
-  return Fill(output_type,
-              {Str(o.name), PyLong_FromLong(o.datatype), shape.release().ptr(),
-               PyLong_FromSize_t(o.data_ptr), PyLong_FromSize_t(o.byte_size),
-               PyLong_FromLong(o.memory_type), PyLong_FromLongLong(o.memory_type_id),
-               memory.release().ptr()});
+  return Fill(output_type, {Str(o.name), PyLong_FromLong(o.datatype), shape.release().ptr(),
+                            PyLong_FromSize_t(o.data_ptr), PyLong_FromSize_t(o.byte_size),
+                            PyLong_FromLong(o.memory_type), PyLong_FromLongLong(o.memory_type_id),
+                            memory.release().ptr()});
 }
 
 }  // namespace
@@ -226,8 +223,8 @@ py::object RecordToPython(ResponseRecord& r) {
   return Fill(response_type,
               {PyBool_FromLong(r.final()), error_code.release().ptr(), Str(r.error_message),
                Str(r.request_id), Str(r.model_name), PyLong_FromLongLong(r.model_version),
-               pyinterop::ParametersToPython(r.parameters).release().ptr(),
-               outputs.release().ptr(), labels.release().ptr()});
+               pyinterop::ParametersToPython(r.parameters).release().ptr(), outputs.release().ptr(),
+               labels.release().ptr()});
 }
 
 void RegisterResponseRecord(py::module_& m) {

@@ -66,12 +66,11 @@ struct ResponseRecord {
 };
 
 // Reads (and deletes) a core response; `classify` reads the class labels.
-std::unique_ptr<ResponseRecord> ReadResponse(
-    TRITONSERVER_InferenceResponse* response, uint32_t flags, bool classify);
+std::unique_ptr<ResponseRecord> ReadResponse(TRITONSERVER_InferenceResponse* response,
+                                             uint32_t flags, bool classify);
 
 // A record that ends a request with an error of our own.
-std::unique_ptr<ResponseRecord> ErrorRecord(uint32_t flags,
-                                            TRITONSERVER_Error_Code code,
+std::unique_ptr<ResponseRecord> ErrorRecord(uint32_t flags, TRITONSERVER_Error_Code code,
                                             std::string message);
 
 // The record as its Python struct sequence (with the GIL); the buffers move

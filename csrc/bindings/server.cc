@@ -108,20 +108,19 @@ void Server::Stop() {
   const std::string why = Core().TRITONSERVER_ErrorMessage(err);
   // Whatever did not finish ends now for its reader (no iterator may wait
   // on a server that gave up); the core may still run it, unseen.
-  const size_t ended = handle->AbandonUnfinished(
-      "the server stopped before this request finished (" + why + ")");
+  const size_t ended =
+      handle->AbandonUnfinished("the server stopped before this request finished (" + why + ")");
   KeepForever(std::move(handle));
   throw Error(TRITONSERVER_ERROR_UNAVAILABLE,
-                    "the server did not stop cleanly (" + why + "): " + std::to_string(ended) +
-                        " request(s) had not finished and were ended with an error; the "
-                        "server's memory is kept until the process exits");
+              "the server did not stop cleanly (" + why + "): " + std::to_string(ended) +
+                  " request(s) had not finished and were ended with an error; the "
+                  "server's memory is kept until the process exits");
 }
 
 std::shared_ptr<ServerHandle> Server::Handle() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!handle_) {
-    throw Error(TRITONSERVER_ERROR_UNAVAILABLE,
-                      "the server is stopped");
+    throw Error(TRITONSERVER_ERROR_UNAVAILABLE, "the server is stopped");
   }
   return handle_;
 }
@@ -173,8 +172,7 @@ class ParameterList {
   std::vector<TRITONSERVER_Parameter*> params_;
 };
 
-bool QueryBool(TRITONSERVER_Error* (*fn)(TRITONSERVER_Server*, bool*),
-               const Server& s) {
+bool QueryBool(TRITONSERVER_Error* (*fn)(TRITONSERVER_Server*, bool*), const Server& s) {
   bool value = false;
   Check(fn(s.Raw(), &value));
   return value;
@@ -195,16 +193,15 @@ void RegisterServer(py::module_& m) {
           "model_is_ready",
           [](S s, Name name, int64_t version) {
             bool ready = false;
-            Check(TRITON_FN(TRITONSERVER_ServerModelIsReady)(s.Raw(), name.c_str(), version,
-                                                             &ready));
+            Check(
+                TRITON_FN(TRITONSERVER_ServerModelIsReady)(s.Raw(), name.c_str(), version, &ready));
             return ready;
           },
           py::arg("name"), py::arg("version"))
       .def("metadata",
            [](S s) {
-             return MessageJson([&](auto* msg) {
-               return TRITON_FN(TRITONSERVER_ServerMetadata)(s.Raw(), msg);
-             });
+             return MessageJson(
+                 [&](auto* msg) { return TRITON_FN(TRITONSERVER_ServerMetadata)(s.Raw(), msg); });
            })
       .def(
           "model_metadata",
@@ -228,8 +225,8 @@ void RegisterServer(py::module_& m) {
           "model_statistics",
           [](S s, Name name, int64_t version) {
             return MessageJson([&](auto* msg) {
-              return TRITON_FN(TRITONSERVER_ServerModelStatistics)(s.Raw(), name.c_str(),
-                                                                   version, msg);
+              return TRITON_FN(TRITONSERVER_ServerModelStatistics)(s.Raw(), name.c_str(), version,
+                                                                   msg);
             });
           },
           py::arg("name"), py::arg("version"))
@@ -246,8 +243,8 @@ void RegisterServer(py::module_& m) {
           [](S s, Name name, int64_t version) {
             uint32_t flags = 0;
             void* unused = nullptr;
-            Check(TRITON_FN(TRITONSERVER_ServerModelBatchProperties)(s.Raw(), name.c_str(),
-                                                                     version, &flags, &unused));
+            Check(TRITON_FN(TRITONSERVER_ServerModelBatchProperties)(s.Raw(), name.c_str(), version,
+                                                                     &flags, &unused));
             return flags;
           },
           py::arg("name"), py::arg("version"))
@@ -265,7 +262,8 @@ void RegisterServer(py::module_& m) {
           "load_model",
           [](const Server& s, const std::string& name,
              const py::typing::Optional<py::typing::Dict<
-                 py::str, py::typing::Union<py::str, py::int_, py::bool_, py::bytes>>>& parameters) {
+                 py::str, py::typing::Union<py::str, py::int_, py::bool_, py::bytes>>>&
+                 parameters) {
             auto handle = s.Handle();
             ParameterList list(
                 pyinterop::ParametersFromPython(parameters, pyinterop::ParameterUse::kLoad));
@@ -337,8 +335,9 @@ void RegisterServer(py::module_& m) {
             return std::string(base, size);
           },
           py::arg("format"))
-      .def("address", [](S s) { return reinterpret_cast<uintptr_t>(s.Raw()); },
-           "The TRITONSERVER_Server* as an int, for C++ code that attaches to it.");
+      .def(
+          "address", [](S s) { return reinterpret_cast<uintptr_t>(s.Raw()); },
+          "The TRITONSERVER_Server* as an int, for C++ code that attaches to it.");
 }
 
 }  // namespace tritonpy

@@ -10,9 +10,7 @@ namespace py = pybind11;
 
 namespace tritonpy {
 
-ServerOptions::ServerOptions() {
-  Check(TRITON_FN(TRITONSERVER_ServerOptionsNew)(&options_));
-}
+ServerOptions::ServerOptions() { Check(TRITON_FN(TRITONSERVER_ServerOptionsNew)(&options_)); }
 
 ServerOptions::~ServerOptions() {
   if (options_ != nullptr) {
@@ -47,8 +45,7 @@ using Setter = TRITONSERVER_Error* (*CoreApi::*)(TRITONSERVER_ServerOptions*, C.
 // Binds `name` to the core function `c_name` (the table's `member`), with
 // Python arguments named by `names`.
 template <typename... C, typename... Names>
-void Bind(Class& cls, const char* name, Setter<C...> member, const char* c_name,
-          Names... names) {
+void Bind(Class& cls, const char* name, Setter<C...> member, const char* c_name, Names... names) {
   cls.def(
       name,
       [member, c_name](ServerOptions& o, typename Arg<C>::Py... args) {
@@ -64,10 +61,11 @@ void Bind(Class& cls, const char* name, Setter<C...> member, const char* c_name,
 // its setter, and tests/binding check that the two agree both ways. Values
 // are validated in Python before they get here; the core validates again.
 void RegisterServerOptions(py::module_& m) {
-  Class cls(m, "ServerOptions", "TRITONSERVER_ServerOptions: one owner, one setter per C function.");
+  Class cls(m, "ServerOptions",
+            "TRITONSERVER_ServerOptions: one owner, one setter per C function.");
   cls.def(py::init<>());
-#define SETTER(name, suffix, ...)                                               \
-  Bind(cls, name, &CoreApi::TRITONSERVER_ServerOptions##suffix,                 \
+#define SETTER(name, suffix, ...)                               \
+  Bind(cls, name, &CoreApi::TRITONSERVER_ServerOptions##suffix, \
        "TRITONSERVER_ServerOptions" #suffix, __VA_ARGS__)
   SETTER("set_server_id", SetServerId, "server_id");
   SETTER("set_model_repository_path", SetModelRepositoryPath, "path");
@@ -80,8 +78,7 @@ void RegisterServerOptions(py::module_& m) {
   SETTER("set_cuda_memory_pool_byte_size", SetCudaMemoryPoolByteSize, "device", "size");
   SETTER("set_cache_config", SetCacheConfig, "cache_name", "config_json");
   SETTER("set_cache_directory", SetCacheDirectory, "path");
-  SETTER("set_min_supported_compute_capability", SetMinSupportedComputeCapability,
-         "capability");
+  SETTER("set_min_supported_compute_capability", SetMinSupportedComputeCapability, "capability");
   SETTER("set_exit_on_error", SetExitOnError, "exit");
   SETTER("set_strict_readiness", SetStrictReadiness, "strict");
   SETTER("set_exit_timeout", SetExitTimeout, "timeout_s");
@@ -101,8 +98,7 @@ void RegisterServerOptions(py::module_& m) {
   SETTER("set_metrics_interval", SetMetricsInterval, "interval_ms");
   SETTER("set_backend_directory", SetBackendDirectory, "path");
   SETTER("set_repo_agent_directory", SetRepoAgentDirectory, "path");
-  SETTER("set_model_load_device_limit", SetModelLoadDeviceLimit, "kind", "device",
-         "fraction");
+  SETTER("set_model_load_device_limit", SetModelLoadDeviceLimit, "kind", "device", "fraction");
   SETTER("set_backend_config", SetBackendConfig, "backend_name", "setting", "value");
   SETTER("set_host_policy", SetHostPolicy, "policy_name", "setting", "value");
   SETTER("set_metrics_config", SetMetricsConfig, "name", "setting", "value");

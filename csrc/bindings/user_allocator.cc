@@ -38,8 +38,7 @@ UserAllocator::UserAllocator(py::object allocator, int preferred_type, int64_t p
 TRITONSERVER_Error* UserAllocator::Alloc(TRITONSERVER_ResponseAllocator*, const char* name,
                                          size_t byte_size, TRITONSERVER_MemoryType memory_type,
                                          int64_t memory_type_id, void* userp, void** buffer,
-                                         void** buffer_userp,
-                                         TRITONSERVER_MemoryType* actual_type,
+                                         void** buffer_userp, TRITONSERVER_MemoryType* actual_type,
                                          int64_t* actual_id) {
   auto* self = static_cast<UserAllocator*>(userp);
   *buffer = nullptr;
@@ -67,9 +66,9 @@ TRITONSERVER_Error* UserAllocator::Alloc(TRITONSERVER_ResponseAllocator*, const 
                            std::to_string(byte_size));
     }
     if (ptr == 0) {
-      return MakeError(TRITONSERVER_ERROR_INVALID_ARG,
-                       "output_memory_allocator returned a null buffer for output '" + output +
-                           "'");
+      return MakeError(
+          TRITONSERVER_ERROR_INVALID_ARG,
+          "output_memory_allocator returned a null buffer for output '" + output + "'");
     }
     *buffer = reinterpret_cast<void*>(ptr);
     *buffer_userp = static_cast<OutputBuffer*>(new PythonBuffer(std::move(result)));

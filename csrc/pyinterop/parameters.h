@@ -22,8 +22,7 @@ struct ParameterBytes {
   std::string data;
 };
 
-using ParameterValue =
-    std::variant<bool, int64_t, double, std::string, ParameterBytes>;
+using ParameterValue = std::variant<bool, int64_t, double, std::string, ParameterBytes>;
 using Parameters = std::vector<std::pair<std::string, ParameterValue>>;
 
 // Their Python type, for the signatures of bound functions.
@@ -37,8 +36,7 @@ enum class ParameterUse { kRequest, kLoad };
 
 // A Python value as a parameter; anything `use` does not allow raises
 // InvalidArgumentError naming the parameter.
-inline ParameterValue ParameterFromPython(pybind11::handle value,
-                                          const std::string& name,
+inline ParameterValue ParameterFromPython(pybind11::handle value, const std::string& name,
                                           ParameterUse use) {
   const bool load = use == ParameterUse::kLoad;
   PyObject* v = value.ptr();
@@ -47,8 +45,7 @@ inline ParameterValue ParameterFromPython(pybind11::handle value,
     int overflow = 0;
     const long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (overflow != 0) {
-      throw Error::InvalidArgument("parameter '" + name +
-                                   "' does not fit in 64 bits");
+      throw Error::InvalidArgument("parameter '" + name + "' does not fit in 64 bits");
     }
     return static_cast<int64_t>(n);
   }
@@ -58,24 +55,20 @@ inline ParameterValue ParameterFromPython(pybind11::handle value,
     const char* text = PyUnicode_AsUTF8AndSize(v, &size);
     if (text == nullptr) {
       PyErr_Clear();
-      throw Error::InvalidArgument("parameter '" + name +
-                                   "' is not valid text");
+      throw Error::InvalidArgument("parameter '" + name + "' is not valid text");
     }
     return std::string(text, static_cast<size_t>(size));
   }
   if (load && PyBytes_Check(v)) {
-    return ParameterBytes{std::string(PyBytes_AS_STRING(v),
-                                      static_cast<size_t>(PyBytes_GET_SIZE(v)))};
+    return ParameterBytes{
+        std::string(PyBytes_AS_STRING(v), static_cast<size_t>(PyBytes_GET_SIZE(v)))};
   }
-  throw Error::InvalidArgument(
-      "parameter '" + name + "' must be str, int, bool or " +
-      (load ? "bytes" : "float") + ", not " +
-      Py_TYPE(v)->tp_name);
+  throw Error::InvalidArgument("parameter '" + name + "' must be str, int, bool or " +
+                               (load ? "bytes" : "float") + ", not " + Py_TYPE(v)->tp_name);
 }
 
 // A dict of parameters (None: none). Names must be str.
-inline Parameters ParametersFromPython(pybind11::handle mapping,
-                                       ParameterUse use) {
+inline Parameters ParametersFromPython(pybind11::handle mapping, ParameterUse use) {
   Parameters out;
   if (mapping.is_none()) return out;
   if (!PyDict_Check(mapping.ptr())) {
@@ -87,9 +80,8 @@ inline Parameters ParametersFromPython(pybind11::handle mapping,
   Py_ssize_t pos = 0;
   while (PyDict_Next(mapping.ptr(), &pos, &key, &value)) {
     if (!PyUnicode_Check(key)) {
-      throw Error::InvalidArgument(
-          std::string("parameter names must be str, not ") +
-          Py_TYPE(key)->tp_name);
+      throw Error::InvalidArgument(std::string("parameter names must be str, not ") +
+                                   Py_TYPE(key)->tp_name);
     }
     Py_ssize_t size = 0;
     const char* name = PyUnicode_AsUTF8AndSize(key, &size);

@@ -23,8 +23,7 @@ class OwnedRef {
     ref.ptr_ = owned;
     return ref;
   }
-  OwnedRef(OwnedRef&& other) noexcept
-      : ptr_(std::exchange(other.ptr_, nullptr)) {}
+  OwnedRef(OwnedRef&& other) noexcept : ptr_(std::exchange(other.ptr_, nullptr)) {}
   OwnedRef& operator=(OwnedRef&& other) noexcept {
     if (this != &other) {
       Reset();
@@ -51,9 +50,7 @@ class OwnedRef {
   PyObject* get() const { return ptr_; }
   pybind11::handle handle() const { return ptr_; }
   // A new reference (with the GIL held).
-  pybind11::object object() const {
-    return pybind11::reinterpret_borrow<pybind11::object>(ptr_);
-  }
+  pybind11::object object() const { return pybind11::reinterpret_borrow<pybind11::object>(ptr_); }
   explicit operator bool() const { return ptr_ != nullptr; }
 
  private:

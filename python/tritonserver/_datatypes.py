@@ -3,6 +3,8 @@ names model configurations give data types ("TYPE_FP32")."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from tritonserver._enums import DataType
@@ -31,7 +33,7 @@ _ROWS = [
 
 _TO_NUMPY = {dt: npt for dt, npt, _ in _ROWS if npt is not None}
 _FROM_NUMPY = {npt: dt for dt, npt, _ in _ROWS if npt is not None}
-_TO_DLPACK = {dt: dl for dt, _, dl in _ROWS}
+DLPACK_DTYPES: dict[DataType, tuple[int, int]] = {dt: dl for dt, _, dl in _ROWS}
 _FROM_DLPACK = {dl: dt for dt, _, dl in _ROWS}
 # Some producers describe bool as an unsigned byte of 8 bits; keep uint8.
 _FROM_DLPACK[(DL_UINT, 1)] = DataType.BOOL
@@ -58,7 +60,7 @@ def to_config_name(data_type: DataType) -> str:
     return "TYPE_STRING" if data_type == DataType.BYTES else f"TYPE_{DataType(data_type).name}"
 
 
-def data_type_by_dtype() -> dict:
+def data_type_by_dtype() -> dict[np.dtype[Any], int]:
     """{numpy dtype: int DataType} for the fixed-size types (native order)."""
     return {npt: int(dt) for npt, dt in _FROM_NUMPY.items()}
 
@@ -84,7 +86,7 @@ def from_numpy_dtype(dtype: np.dtype) -> DataType:
 
 def to_dlpack_dtype(data_type: DataType) -> tuple[int, int]:
     try:
-        return _TO_DLPACK[data_type]
+        return DLPACK_DTYPES[data_type]
     except KeyError:
         raise _unsupported(f"{DataType(data_type).name} tensors cannot be exported through DLPack") from None
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
-import itertools
 import queue
 import threading
 import weakref
@@ -35,12 +34,12 @@ class _Forwarder:
     the iterator reads. Called by the binding's queue on a core thread, with
     the GIL; the lock keeps the user's queue in arrival order."""
 
-    def __init__(self, model: "Model", submission: Submission,
-                 loop: Optional[asyncio.AbstractEventLoop]):
+    def __init__(self, model: "Model", request: Any, user_queue: Any,
+                 request_id: Optional[str], loop: Optional[asyncio.AbstractEventLoop]):
         self._model = model
-        self._request = submission.c_request
-        self._user_queue = submission.user_queue
-        self._request_id = submission.request_id
+        self._request = request
+        self._user_queue = user_queue
+        self._request_id = request_id
         self._loop = loop
         self.ready = threading.Condition()
         self.pending: collections.deque[InferenceResponse] = collections.deque()
@@ -100,8 +99,9 @@ class _Forwarder:
         return self.queue_error
 
 
-def _queue_loop(q: asyncio.Queue) -> asyncio.AbstractEventLoop:
-    loop = getattr(q, "_loop", None) or getattr(q, "_get_loop", lambda: None)()
+def _queue_loop(q: asyncio.Queue[InferenceResponse]) -> asyncio.AbstractEventLoop:
+    loop: Optional[asyncio.AbstractEventLoop] = (
+        getattr(q, "_loop", None) or getattr(q, "_get_loop", lambda: None)())
     if loop is None:
         raise RuntimeError("an asyncio.Queue given as response_queue needs async_infer")
     return loop
@@ -113,32 +113,29 @@ def _public_submission(request: Any, user_queue: Any) -> Submission:
         raise InvalidArgumentError(
             f"request must be an InferenceRequest, not {type(request).__name__} "
             "(or call Model.infer / Model.async_infer)")
-    submission = request._submission()
-    if user_queue is not None:
-        submission.user_queue = user_queue
-    return submission
+    c_request, request_queue, request_id = request._submission()
+    return c_request, user_queue if user_queue is not None else request_queue, request_id
 
 
 class _Responses:
-    """What both iterators share: reading records in order, marking the
-    end, raising errors, cancelling."""
+    """What both iterators share: turning records into responses in order,
+    marking the end, raising errors, cancelling."""
 
     _model: "Model"
-    _submission: Submission
+    _request: Any  # the binding's InferenceRequest
+    _request_id: Optional[str]
     _forwarder: Optional[_Forwarder]
     _raise_on_error: bool
     _complete: bool
 
-    def _setup(self, model: "Model", submission: Submission, raise_on_error: bool,
-               forwarder: Optional[_Forwarder]) -> None:
+    def _setup(self, model: "Model", request: Any, request_id: Optional[str],
+               raise_on_error: bool, forwarder: Optional[_Forwarder]) -> None:
         self._model = model
-        self._submission = submission
+        self._request = request
+        self._request_id = request_id
         self._forwarder = forwarder
         self._raise_on_error = raise_on_error
         self._complete = False
-
-    def _make(self, record: Any) -> InferenceResponse:
-        return InferenceResponse._from_record(self._model, record, self._submission.request_id)
 
     def _deliver(self, response: InferenceResponse) -> InferenceResponse:
         if response.final:
@@ -152,7 +149,7 @@ class _Responses:
         dropped before the end cancels its request (unless a response_queue
         still receives its responses): the binding's request does it."""
         if not self._complete:
-            self._submission.c_request.cancel()
+            self._request.cancel()
 
 
 class ResponseIterator(_Responses):
@@ -165,25 +162,26 @@ class ResponseIterator(_Responses):
     """
 
     def __init__(self, model: "Model", request: Any,
-                 user_queue: Optional[queue.SimpleQueue] = None,
+                 user_queue: Optional[queue.SimpleQueue[InferenceResponse]] = None,
                  raise_on_error: bool = False):
-        self._start(model, _public_submission(request, user_queue), raise_on_error)
+        self._start(model, *_public_submission(request, user_queue), raise_on_error)
 
     @classmethod
-    def _send(cls, model: "Model", submission: Submission,
+    def _send(cls, model: "Model", request: Any, user_queue: Any, request_id: Optional[str],
               raise_on_error: bool) -> "ResponseIterator":
         """Model.infer's way in: an iterator over a prepared submission."""
         iterator = cls.__new__(cls)
-        iterator._start(model, submission, raise_on_error)
+        iterator._start(model, request, user_queue, request_id, raise_on_error)
         return iterator
 
-    def _start(self, model: "Model", submission: Submission, raise_on_error: bool) -> None:
+    def _start(self, model: "Model", request: Any, user_queue: Any, request_id: Optional[str],
+               raise_on_error: bool) -> None:
         forwarder = None
-        if submission.user_queue is not None:
-            forwarder = _Forwarder(model, submission, None)
-            submission.c_request.set_python_waker(forwarder)
-        self._setup(model, submission, raise_on_error, forwarder)
-        submission.c_request.send()  # the waker is in place first
+        if user_queue is not None:
+            forwarder = _Forwarder(model, request, user_queue, request_id, None)
+            request.set_python_waker(forwarder)
+        self._setup(model, request, request_id, raise_on_error, forwarder)
+        request.send()  # the waker is in place first
 
     def __iter__(self) -> "ResponseIterator":
         return self
@@ -193,7 +191,9 @@ class ResponseIterator(_Responses):
             raise StopIteration
         forwarder = self._forwarder
         if forwarder is None:
-            return self._deliver(self._make(self._submission.c_request.pop(-1.0)))  # no GIL
+            record = self._request.pop(-1.0)  # waits without the GIL
+            return self._deliver(InferenceResponse._from_record(self._model, record,
+                                                                self._request_id))
         with forwarder.ready:
             while not forwarder.pending:
                 forwarder.ready.wait(0.1)  # short waits: Ctrl-C stays possible
@@ -212,46 +212,37 @@ class AsyncResponseIterator(_Responses):
     """
 
     _loop: asyncio.AbstractEventLoop
-    _waiter: Optional[asyncio.Future]
-    _token: int
-    _waker: "_LoopWaker"
+    _waiter: Optional[asyncio.Future[None]]
+    _python_waker: bool  # set once waiting on a loop without add_reader
 
     def __init__(self, model: "Model", request: Any,
-                 user_queue: Optional[asyncio.Queue] = None,
+                 user_queue: Optional[asyncio.Queue[InferenceResponse]] = None,
                  raise_on_error: bool = False,
                  loop: Optional[asyncio.AbstractEventLoop] = None):
-        self._start(model, _public_submission(request, user_queue), raise_on_error, loop)
+        self._start(model, *_public_submission(request, user_queue), raise_on_error, loop)
 
     @classmethod
-    def _send(cls, model: "Model", submission: Submission,
+    def _send(cls, model: "Model", request: Any, user_queue: Any, request_id: Optional[str],
               raise_on_error: bool) -> "AsyncResponseIterator":
         """Model.async_infer's way in: an iterator over a prepared submission."""
         iterator = cls.__new__(cls)
-        iterator._start(model, submission, raise_on_error, None)
+        iterator._start(model, request, user_queue, request_id, raise_on_error, None)
         return iterator
 
-    def _start(self, model: "Model", submission: Submission, raise_on_error: bool,
-               loop: Optional[asyncio.AbstractEventLoop]) -> None:
+    def _start(self, model: "Model", request: Any, user_queue: Any, request_id: Optional[str],
+               raise_on_error: bool, loop: Optional[asyncio.AbstractEventLoop]) -> None:
         self._loop = loop if loop is not None else asyncio.get_running_loop()
         self._waiter = None
-        self._token = 0
-        waker = self._waker = _LoopWaker.of(self._loop)
-        rq = submission.c_request
+        self._python_waker = False
         forwarder = None
-        if submission.user_queue is not None:
-            forwarder = _Forwarder(model, submission, self._loop)
-            # A weak reference: the queue must not hold this iterator alive.
-            forwarder.on_item = functools.partial(waker.notify, weakref.ref(self))
-            rq.set_python_waker(forwarder)
-        elif waker.notifier is not None:
-            # Woken through the loop's eventfd: no GIL on the core's threads.
-            self._token = waker.register(self)
-            rq.set_loop_waker(waker.notifier, self._token)
-        else:
-            rq.set_python_waker(functools.partial(waker.notify, weakref.ref(self)),
-                                always=False)
-        self._setup(model, submission, raise_on_error, forwarder)
-        rq.send()  # the waker is in place first
+        if user_queue is not None:
+            forwarder = _Forwarder(model, request, user_queue, request_id, self._loop)
+            # A weak reference: the request must not hold this iterator alive.
+            forwarder.on_item = functools.partial(_LoopWaker.of(self._loop).notify,
+                                                  weakref.ref(self))
+            request.set_python_waker(forwarder)
+        self._setup(model, request, request_id, raise_on_error, forwarder)
+        request.send()  # a forwarder is in place first; other wakers when waiting
 
     def __aiter__(self) -> "AsyncResponseIterator":
         return self
@@ -260,49 +251,63 @@ class AsyncResponseIterator(_Responses):
         if self._complete:
             raise StopAsyncIteration
         while True:
-            response = self._take()
-            if response is not None:
-                if response.final and self._token:
-                    self._waker.unregister(self._token)
-                    self._token = 0
-                return self._deliver(response)
-            # Woken by _wake, which only runs on this loop's thread, after
-            # this coroutine yields. Without a forwarder the queue wakes only
-            # when armed; arm() refuses when a response already arrived.
-            self._waiter = self._loop.create_future()
-            try:
-                if self._forwarder is not None or self._submission.c_request.arm():
-                    await self._waiter
-            finally:
-                self._waiter = None
+            if self._forwarder is None:
+                record = self._request.try_pop()
+                if record is not None:
+                    return self._deliver(InferenceResponse._from_record(
+                        self._model, record, self._request_id))
+            else:
+                response = self._forwarded()
+                if response is not None:
+                    return self._deliver(response)
+            # Most responses are there by the time they are asked for; a
+            # waiter is made only when one is not.
+            waiter = self._loop.create_future()
+            if self._wait_on(waiter):
+                self._waiter = waiter
+                try:
+                    await waiter
+                finally:
+                    self._waiter = None
 
-    def _take(self) -> Optional[InferenceResponse]:
+    def _wait_on(self, waiter: asyncio.Future[None]) -> bool:
+        """Have `waiter` completed at the next arrival (on this loop's
+        thread); False when a response is already there."""
         if self._forwarder is not None:
-            self._forwarder.flush()
-            error = self._forwarder.take_error()
-            if error is not None:
-                raise error  # the queue refused a response: the caller hears of it
-            pending = self._forwarder.pending
-            return pending.popleft() if pending else None
-        record = self._submission.c_request.try_pop()
-        return None if record is None else self._make(record)
+            return True  # its on_item wakes this iterator (_wake)
+        waker = _LoopWaker.of(self._loop)
+        if waker.notifier is not None:
+            # Through the loop's eventfd: no GIL on the core's threads.
+            return bool(self._request.watch(waker.notifier, waiter))
+        if not self._python_waker:  # a loop without add_reader: under the GIL
+            self._python_waker = True
+            self._request.set_python_waker(functools.partial(waker.notify, weakref.ref(self)),
+                                           always=False)
+        return bool(self._request.arm())
+
+    def _forwarded(self) -> Optional[InferenceResponse]:
+        forwarder = self._forwarder
+        assert forwarder is not None
+        forwarder.flush()
+        error = forwarder.take_error()
+        if error is not None:
+            raise error  # the queue refused a response: the caller hears of it
+        pending = forwarder.pending
+        return pending.popleft() if pending else None
 
     def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def __del__(self) -> None:
-        if getattr(self, "_token", 0):
-            self._waker.unregister(self._token)
-
 
 class _LoopWaker:
-    """Wakes the iterators of one event loop, batching wake-ups: however many
-    responses arrive between two turns of the loop, it is woken once. On
-    loops with add_reader (the default ones, uvloop) through a LoopNotifier's
-    eventfd, never taking the GIL on the core's threads; otherwise (and for
-    response queues) through call_soon_threadsafe, with the GIL."""
+    """Wakes the iterators of one event loop. On loops with add_reader (the
+    default ones, uvloop) a LoopNotifier completes the waiting futures
+    through an eventfd, never taking the GIL on the core's threads;
+    otherwise (and for response queues) notify() runs on a core thread with
+    the GIL and wakes them through call_soon_threadsafe. Either way, however
+    many responses arrive between two turns of the loop, it is woken once."""
 
     _by_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaker]" = \
         weakref.WeakKeyDictionary()
@@ -318,33 +323,13 @@ class _LoopWaker:
         self._loop = weakref.ref(loop)
         self._ready: list[weakref.ref[AsyncResponseIterator]] = []
         self._scheduled = False
-        # token -> the iterator waiting on it (weakly)
-        self._iterators: dict[int, weakref.ref[AsyncResponseIterator]] = {}
-        self._tokens = itertools.count(1)
         self.notifier: Optional[_bindings.LoopNotifier] = None
         try:
             notifier = _bindings.LoopNotifier()
-            loop.add_reader(notifier.fd(), self._run_tokens)
+            loop.add_reader(notifier.fd(), notifier.wake)
             self.notifier = notifier
         except NotImplementedError:
             pass  # a loop without add_reader: notified under the GIL instead
-
-    def register(self, it: AsyncResponseIterator) -> int:
-        token = next(self._tokens)
-        self._iterators[token] = weakref.ref(it)
-        return token
-
-    def unregister(self, token: int) -> None:
-        self._iterators.pop(token, None)
-
-    def _run_tokens(self) -> None:
-        assert self.notifier is not None
-        iterators = self._iterators
-        for token in self.notifier.take():
-            ref = iterators.get(token)
-            it = ref() if ref is not None else None
-            if it is not None:
-                it._wake()
 
     def notify(self, ref: "weakref.ref[AsyncResponseIterator]") -> None:
         # Runs on a core thread, with the GIL. _run clears the flag before it
@@ -363,4 +348,3 @@ class _LoopWaker:
             it = ref()
             if it is not None:
                 it._wake()
-

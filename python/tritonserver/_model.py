@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._datatypes import from_config_name
@@ -35,7 +35,7 @@ class Model:
     def infer(self, inference_request: Optional[InferenceRequest] = None,
               raise_on_error: bool = True, **kwargs: Any) -> ResponseIterator:
         """Send a request; returns an iterator over its responses."""
-        return ResponseIterator._send(self, submission(self, inference_request, kwargs),
+        return ResponseIterator._send(self, *submission(self, inference_request, kwargs),
                                       raise_on_error)
 
     def async_infer(self, inference_request: Optional[InferenceRequest] = None,
@@ -44,21 +44,23 @@ class Model:
 
         Call it from a running event loop.
         """
-        return AsyncResponseIterator._send(self, submission(self, inference_request, kwargs),
+        return AsyncResponseIterator._send(self, *submission(self, inference_request, kwargs),
                                            raise_on_error)
 
     def metadata(self) -> dict[str, Any]:
-        return json.loads(self._server._handle().model_metadata(self.name, self.version))
+        return cast("dict[str, Any]",
+                    json.loads(self._server._handle().model_metadata(self.name, self.version)))
 
     def config(self, config_version: int = 1) -> dict[str, Any]:
-        return json.loads(self._server._handle().model_config(self.name, self.version,
-                                                              config_version))
+        return cast("dict[str, Any]", json.loads(
+            self._server._handle().model_config(self.name, self.version, config_version)))
 
     def ready(self) -> bool:
         return self._server._handle().model_is_ready(self.name, self.version)
 
     def statistics(self) -> dict[str, Any]:
-        return json.loads(self._server._handle().model_statistics(self.name, self.version))
+        return cast("dict[str, Any]",
+                    json.loads(self._server._handle().model_statistics(self.name, self.version)))
 
     def batch_properties(self) -> ModelBatchFlag:
         return ModelBatchFlag(self._server._handle().model_batch_properties(self.name,

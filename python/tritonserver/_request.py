@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import numpy as np
 
 from tritonserver._c import triton_bindings as _bindings
-from tritonserver._datatypes import data_type_by_dtype
 from tritonserver._enums import MemoryType
 from tritonserver._errors import InvalidArgumentError, TritonError, UnsupportedError
 from tritonserver._tensor import Tensor, parse_device
@@ -18,11 +17,10 @@ from tritonserver._tensor import Tensor, parse_device
 if TYPE_CHECKING:
     from tritonserver._memory import MemoryAllocator
     from tritonserver._model import Model
+    from tritonserver._response import InferenceResponse
 
 CLASSIFICATION_PARAMETER = "classification"
 
-# numpy dtype -> DataType value, for the in-place fast path.
-_DATA_TYPE_OF_DTYPE = data_type_by_dtype()
 
 
 @dataclass
@@ -46,9 +44,10 @@ class InferenceRequest:
     parameters: dict[str, Union[str, int, bool, float]] = field(default_factory=dict)
     output_memory_type: Optional[Any] = None
     output_memory_allocator: Optional["MemoryAllocator"] = None
-    response_queue: Optional[Union[queue.SimpleQueue, asyncio.Queue]] = None
+    response_queue: Optional[Union[queue.SimpleQueue[InferenceResponse],
+                                   asyncio.Queue[InferenceResponse]]] = None
 
-    def _submission(self) -> "Submission":
+    def _submission(self) -> Submission:
         """This request as the binding's, ready to send (validated first).
 
         Fields at their defaults cost nothing; only set ones are checked.
@@ -86,19 +85,13 @@ class InferenceRequest:
         if self.output_memory_allocator is not None or self.output_memory_type is not None:
             _set_output_memory(request, self.output_memory_allocator, self.output_memory_type)
         _add_inputs(request, model, self.inputs)
-        return Submission(request, self.response_queue, self.request_id)
+        return request, self.response_queue, self.request_id
 
 
-class Submission:
-    """A binding request ready to send (its responses arrive in its own
-    queue), the caller's response_queue if any, and the request's id."""
-
-    __slots__ = ("c_request", "user_queue", "request_id")
-
-    def __init__(self, c_request: Any, user_queue: Any = None, request_id: Optional[str] = None):
-        self.c_request = c_request
-        self.user_queue = user_queue
-        self.request_id = request_id
+# A binding request ready to send (its responses arrive in its own queue),
+# the caller's response_queue if any, and the request's id: what the
+# iterators start from.
+Submission = tuple[Any, Any, Optional[str]]
 
 
 def submission(model: "Model", request: Optional[InferenceRequest],
@@ -111,7 +104,7 @@ def submission(model: "Model", request: Optional[InferenceRequest],
             c_request = _bindings.InferenceRequest(model._server._handle(), model.name,
                                                    model.version)
             _add_inputs(c_request, model, kwargs["inputs"])
-            return Submission(c_request)
+            return c_request, None, None
         return InferenceRequest(model=model, **kwargs)._submission()
     if kwargs:
         raise InvalidArgumentError("pass either an InferenceRequest or keyword arguments, not both")
@@ -135,21 +128,20 @@ def _classify(value: Any) -> bool:
 
 
 def _add_inputs(request: Any, model: "Model", inputs: Any) -> None:
+    """Numpy arrays go in place through the binding in one call; from the
+    first other value on, each becomes a Tensor first (lists and scalars
+    take the model's declared data type), keeping the inputs' order."""
     if not isinstance(inputs, dict):
         raise InvalidArgumentError("inputs must be a dict of name to tensor")
-    declared = None
-    for name, value in inputs.items():
+    others = request.add_arrays(inputs)
+    if others is None:
+        return
+    declared = model._input_datatypes()
+    for name in others:
         if not isinstance(name, str):
             raise InvalidArgumentError(f"input names must be str, not {type(name).__name__}")
-        if type(value) is np.ndarray and value.flags.c_contiguous:
-            data_type = _DATA_TYPE_OF_DTYPE.get(value.dtype)
-            if data_type is not None:  # host array of a fixed-size type: in place
-                request.add_input_array(name, data_type, value.shape, value)
-                continue
-        if declared is None:
-            declared = model._input_datatypes()
         try:
-            tensor = Tensor._from_object(value, declared.get(name))
+            tensor = Tensor._from_object(inputs[name], declared.get(name))
         except TritonError:
             raise
         except (TypeError, ValueError, OverflowError) as e:

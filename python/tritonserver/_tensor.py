@@ -88,17 +88,26 @@ class Tensor:
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None,
                    dl_device: Any = None, copy: Optional[bool] = None) -> Any:
+        dlpack_dtype = dt.DLPACK_DTYPES.get(self.data_type)
+        if dlpack_dtype is None or copy or dl_device is not None:
+            self._check_export(dl_device, copy)
+        buffer = self.memory_buffer
+        device = _DLPACK_DEVICE_BY_MEMORY_TYPE[buffer.memory_type]
+        return _bindings.to_dlpack(buffer.data_ptr, self.shape, dlpack_dtype[0],  # type: ignore[index]
+                                   dlpack_dtype[1], device,  # type: ignore[index]
+                                   buffer.memory_type_id if device == dt.DL_CUDA else 0,
+                                   buffer.owner)
+
+    def _check_export(self, dl_device: Any, copy: Optional[bool]) -> None:
+        """Raise what a __dlpack__ call asks for that this tensor cannot do."""
         if self.data_type == DataType.BYTES:
             raise UnsupportedError(
                 "BYTES tensors have no DLPack form; use to_bytes_array() or to_string_array()")
+        dt.to_dlpack_dtype(self.data_type)  # raises for a type DLPack lacks
         if copy:
             raise UnsupportedError("Tensor.__dlpack__ exports in place; copy=True is not supported")
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise UnsupportedError("Tensor.__dlpack__ cannot move data to another device")
-        code, bits = dt.to_dlpack_dtype(self.data_type)
-        device_type, device_id = self.__dlpack_device__()
-        return _bindings.to_dlpack(self.data_ptr, list(self.shape), code, bits,
-                                   device_type, device_id, self.memory_buffer.owner)
 
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
         """numpy.array(tensor): a view for host tensors (BYTES: its elements)."""
@@ -111,8 +120,9 @@ class Tensor:
         return array if dtype is None else array.astype(dtype, copy=False)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        device = _DLPACK_DEVICE_BY_MEMORY_TYPE[self.memory_type]
-        return (device, self.memory_type_id if device == dt.DL_CUDA else 0)
+        buffer = self.memory_buffer
+        device = _DLPACK_DEVICE_BY_MEMORY_TYPE[buffer.memory_type]
+        return (device, buffer.memory_type_id if device == dt.DL_CUDA else 0)
 
     @staticmethod
     def from_dlpack(obj: Any) -> "Tensor":
@@ -220,7 +230,7 @@ def parse_device(device: Any) -> tuple[MemoryType, int]:
     raise InvalidArgumentError(f"unknown device {device!r}")
 
 
-def _import_dlpack(obj: Any) -> tuple[dict, MemoryBuffer]:
+def _import_dlpack(obj: Any) -> tuple[dict[str, Any], MemoryBuffer]:
     capsule = obj.__dlpack__() if hasattr(obj, "__dlpack__") else obj
     try:
         desc = _bindings.from_dlpack(capsule)
@@ -256,7 +266,7 @@ def _numpy_tensor(array: np.ndarray) -> Tensor:
         array = array.astype(array.dtype.newbyteorder("="))
     array = np.ascontiguousarray(array)  # copies only when not C-contiguous
     data_type = dt.from_numpy_dtype(array.dtype)
-    ptr = array.__array_interface__["data"][0]
+    ptr = _bindings.buffer_address(array)
     return Tensor(data_type, array.shape, MemoryBuffer(ptr, MemoryType.CPU, 0, array.nbytes, array))
 
 
@@ -273,7 +283,7 @@ def _bytes_tensor(array: np.ndarray) -> Tensor:
         parts.append(struct.pack("<I", len(data)))
         parts.append(data)
     serialized = np.frombuffer(b"".join(parts), dtype=np.uint8)
-    ptr = serialized.__array_interface__["data"][0] if serialized.size else 0
+    ptr = _bindings.buffer_address(serialized) if serialized.size else 0
     buffer = MemoryBuffer(ptr, MemoryType.CPU, 0, serialized.nbytes, serialized)
     return Tensor(DataType.BYTES, array.shape, buffer)
 

@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 
 import tritonserver
+from tritonserver._c import triton_bindings as _bindings
 from tritonserver._enums import RequestFlag
 from tritonserver import (
     CancelledError,
@@ -344,7 +345,7 @@ def tensor_from_buffer(name: str, datatype: str, shape: list[int], buffer: Any,
     if dtype is not None:
         return np.frombuffer(buffer, dtype=dtype, count=count, offset=offset).reshape(shape)
     raw = np.frombuffer(buffer, dtype=np.uint8, count=size, offset=offset)
-    ptr = raw.__array_interface__["data"][0] if size else 0
+    ptr = _bindings.buffer_address(raw) if size else 0
     return Tensor(DataType[datatype], tuple(shape), MemoryBuffer(ptr, MemoryType.CPU, 0, size, raw))
 
 
