@@ -41,7 +41,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kInputName = "INPUT0";
 constexpr const char* kOutputName = "OUTPUT0";
-constexpr size_t kSmallCount = 16;                      // 16 FP32 values
+constexpr size_t kSmallCount = 16;                           // 16 FP32 values
 constexpr size_t kLargeCount = (16u << 20) / sizeof(float);  // 16 MiB of FP32
 constexpr int kAsyncInFlight = 64;
 constexpr int kThreads = 4;
@@ -56,16 +56,13 @@ constexpr auto kResponseTimeout = std::chrono::seconds(60);
 
 void Check(TRITONSERVER_Error* error, const char* what) {
   if (error == nullptr) return;
-  std::string message = std::string(what) + ": " +
-                        TRITONSERVER_ErrorCodeString(error) + " - " +
+  std::string message = std::string(what) + ": " + TRITONSERVER_ErrorCodeString(error) + " - " +
                         TRITONSERVER_ErrorMessage(error);
   TRITONSERVER_ErrorDelete(error);
   Die(message);
 }
 
-double Seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // ---- Settings -----------------------------------------------------------------
 
@@ -74,8 +71,7 @@ struct Settings {
   std::string backend_directory;
   std::string cache_directory;
   std::string model = "identity_fp32";
-  std::vector<std::string> workloads = {"sync", "async64", "large16MiB",
-                                        "threads4"};
+  std::vector<std::string> workloads = {"sync", "async64", "large16MiB", "threads4"};
   int rounds = 3;
   double seconds = 2.0;
   double warmup_seconds = 0.3;
@@ -115,20 +111,16 @@ Settings ParseArguments(int argc, char** argv) {
     values.erase(it);
   };
   take("model-repository", [&](const std::string& v) { s.repository = v; });
-  take("backend-directory",
-       [&](const std::string& v) { s.backend_directory = v; });
+  take("backend-directory", [&](const std::string& v) { s.backend_directory = v; });
   take("cache-directory", [&](const std::string& v) { s.cache_directory = v; });
   take("model", [&](const std::string& v) { s.model = v; });
   take("workloads", [&](const std::string& v) { s.workloads = SplitCommas(v); });
   take("rounds", [&](const std::string& v) { s.rounds = std::stoi(v); });
   take("seconds", [&](const std::string& v) { s.seconds = std::stod(v); });
-  take("warmup-seconds",
-       [&](const std::string& v) { s.warmup_seconds = std::stod(v); });
-  take("min-requests",
-       [&](const std::string& v) { s.min_requests = std::stoull(v); });
+  take("warmup-seconds", [&](const std::string& v) { s.warmup_seconds = std::stod(v); });
+  take("min-requests", [&](const std::string& v) { s.min_requests = std::stoull(v); });
   take("max-seconds", [&](const std::string& v) { s.max_seconds = std::stod(v); });
-  take("max-requests",
-       [&](const std::string& v) { s.max_requests = std::stoull(v); });
+  take("max-requests", [&](const std::string& v) { s.max_requests = std::stoull(v); });
   if (!values.empty()) Die("unknown option --" + values.begin()->first);
   if (s.repository.empty() || s.backend_directory.empty()) {
     Die("--model-repository and --backend-directory are required");
@@ -146,11 +138,9 @@ Settings ParseArguments(int argc, char** argv) {
 
 // ---- Response memory: plain host memory ----------------------------------------
 
-TRITONSERVER_Error* AllocateHost(TRITONSERVER_ResponseAllocator*, const char*,
-                                 size_t byte_size, TRITONSERVER_MemoryType,
-                                 int64_t, void*, void** buffer,
-                                 void** buffer_userp,
-                                 TRITONSERVER_MemoryType* actual_memory_type,
+TRITONSERVER_Error* AllocateHost(TRITONSERVER_ResponseAllocator*, const char*, size_t byte_size,
+                                 TRITONSERVER_MemoryType, int64_t, void*, void** buffer,
+                                 void** buffer_userp, TRITONSERVER_MemoryType* actual_memory_type,
                                  int64_t* actual_memory_type_id) {
   *actual_memory_type = TRITONSERVER_MEMORY_CPU;
   *actual_memory_type_id = 0;
@@ -159,15 +149,13 @@ TRITONSERVER_Error* AllocateHost(TRITONSERVER_ResponseAllocator*, const char*,
   if (byte_size == 0) return nullptr;
   *buffer = std::malloc(byte_size);
   if (*buffer == nullptr) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                                 "out of host memory for an output");
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of host memory for an output");
   }
   return nullptr;
 }
 
-TRITONSERVER_Error* ReleaseHost(TRITONSERVER_ResponseAllocator*, void* buffer,
-                                void*, size_t, TRITONSERVER_MemoryType,
-                                int64_t) {
+TRITONSERVER_Error* ReleaseHost(TRITONSERVER_ResponseAllocator*, void* buffer, void*, size_t,
+                                TRITONSERVER_MemoryType, int64_t) {
   std::free(buffer);
   return nullptr;
 }
@@ -206,8 +194,7 @@ struct Sink {
   // Wait until fewer than `limit` requests of this sink are in flight.
   void WaitBelow(int limit) {
     std::unique_lock<std::mutex> lock(mutex);
-    if (!changed.wait_for(lock, kResponseTimeout,
-                          [&] { return in_flight < limit; })) {
+    if (!changed.wait_for(lock, kResponseTimeout, [&] { return in_flight < limit; })) {
       Die("no response within the time limit");
     }
   }
@@ -215,16 +202,14 @@ struct Sink {
 
 std::atomic<int64_t> g_live_requests{0};
 
-void OnRequestRelease(TRITONSERVER_InferenceRequest* request,
-                      const uint32_t flags, void*) {
+void OnRequestRelease(TRITONSERVER_InferenceRequest* request, const uint32_t flags, void*) {
   if ((flags & TRITONSERVER_REQUEST_RELEASE_ALL) != 0) {
     Check(TRITONSERVER_InferenceRequestDelete(request), "deleting a request");
     g_live_requests.fetch_sub(1);
   }
 }
 
-void OnResponse(TRITONSERVER_InferenceResponse* response, const uint32_t flags,
-                void* userp) {
+void OnResponse(TRITONSERVER_InferenceResponse* response, const uint32_t flags, void* userp) {
   Sink* sink = static_cast<Sink*>(userp);
   if (response != nullptr) {
     Check(TRITONSERVER_InferenceResponseError(response), "inference failed");
@@ -237,20 +222,17 @@ void OnResponse(TRITONSERVER_InferenceResponse* response, const uint32_t flags,
     TRITONSERVER_MemoryType memory_type;
     int64_t memory_type_id = 0;
     void* buffer_userp = nullptr;
-    Check(TRITONSERVER_InferenceResponseOutput(
-              response, 0, &name, &datatype, &shape, &dim_count, &base,
-              &byte_size, &memory_type, &memory_type_id, &buffer_userp),
+    Check(TRITONSERVER_InferenceResponseOutput(response, 0, &name, &datatype, &shape, &dim_count,
+                                               &base, &byte_size, &memory_type, &memory_type_id,
+                                               &buffer_userp),
           "reading the output");
-    if (byte_size != sink->expected_bytes || datatype != TRITONSERVER_TYPE_FP32 ||
-        dim_count != 1) {
+    if (byte_size != sink->expected_bytes || datatype != TRITONSERVER_TYPE_FP32 || dim_count != 1) {
       Die("the output does not have the input's type and size");
     }
-    if (sink->verify_next.exchange(false) &&
-        std::memcmp(base, sink->expected, byte_size) != 0) {
+    if (sink->verify_next.exchange(false) && std::memcmp(base, sink->expected, byte_size) != 0) {
       Die("the output differs from the input");
     }
-    Check(TRITONSERVER_InferenceResponseDelete(response),
-          "deleting a response");
+    Check(TRITONSERVER_InferenceResponseDelete(response), "deleting a response");
   }
   if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) sink->Finished();
 }
@@ -265,30 +247,27 @@ struct Context {
 
 void Send(const Context& ctx, const std::vector<float>& input, Sink* sink) {
   TRITONSERVER_InferenceRequest* request = nullptr;
-  Check(TRITONSERVER_InferenceRequestNew(&request, ctx.server, ctx.model.c_str(),
-                                         -1),
+  Check(TRITONSERVER_InferenceRequestNew(&request, ctx.server, ctx.model.c_str(), -1),
         "creating a request");
   const int64_t shape[1] = {static_cast<int64_t>(input.size())};
-  Check(TRITONSERVER_InferenceRequestAddInput(request, kInputName,
-                                              TRITONSERVER_TYPE_FP32, shape, 1),
-        "adding the input");
-  Check(TRITONSERVER_InferenceRequestAppendInputData(
-            request, kInputName, input.data(), input.size() * sizeof(float),
-            TRITONSERVER_MEMORY_CPU, 0),
+  Check(
+      TRITONSERVER_InferenceRequestAddInput(request, kInputName, TRITONSERVER_TYPE_FP32, shape, 1),
+      "adding the input");
+  Check(TRITONSERVER_InferenceRequestAppendInputData(request, kInputName, input.data(),
+                                                     input.size() * sizeof(float),
+                                                     TRITONSERVER_MEMORY_CPU, 0),
         "appending input data");
   Check(TRITONSERVER_InferenceRequestAddRequestedOutput(request, kOutputName),
         "requesting the output");
-  Check(TRITONSERVER_InferenceRequestSetReleaseCallback(
-            request, OnRequestRelease, nullptr),
+  Check(TRITONSERVER_InferenceRequestSetReleaseCallback(request, OnRequestRelease, nullptr),
         "setting the release callback");
-  Check(TRITONSERVER_InferenceRequestSetResponseCallback(
-            request, ctx.allocator, nullptr, OnResponse, sink),
+  Check(TRITONSERVER_InferenceRequestSetResponseCallback(request, ctx.allocator, nullptr,
+                                                         OnResponse, sink),
         "setting the response callback");
   g_live_requests.fetch_add(1);
   sink->Started();
   // No lock is held here: the callbacks may run on this thread.
-  Check(TRITONSERVER_ServerInferAsync(ctx.server, request, nullptr),
-        "sending a request");
+  Check(TRITONSERVER_ServerInferAsync(ctx.server, request, nullptr), "sending a request");
 }
 
 // ---- Workloads -------------------------------------------------------------------
@@ -300,8 +279,7 @@ struct Bounds {
   uint64_t min_requests;
   uint64_t max_requests;
 
-  Bounds(Clock::time_point t0, double seconds, double max_seconds,
-         uint64_t min_n, uint64_t max_n)
+  Bounds(Clock::time_point t0, double seconds, double max_seconds, uint64_t min_n, uint64_t max_n)
       : start(t0),
         soft_end(t0 + std::chrono::duration_cast<Clock::duration>(
                           std::chrono::duration<double>(seconds))),
@@ -323,8 +301,8 @@ struct Measured {
 };
 
 // One request in flight: send, wait for the final response, repeat.
-Measured RunSequential(const Context& ctx, const std::vector<float>& input,
-                       Sink* sink, const Bounds& bounds, bool record) {
+Measured RunSequential(const Context& ctx, const std::vector<float>& input, Sink* sink,
+                       const Bounds& bounds, bool record) {
   Measured m;
   if (record) m.latencies_ns.reserve(1 << 20);
   Clock::time_point now = Clock::now();
@@ -335,9 +313,7 @@ Measured RunSequential(const Context& ctx, const std::vector<float>& input,
     now = Clock::now();
     if (record) {
       m.latencies_ns.push_back(static_cast<uint32_t>(std::min<int64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(now - sent)
-              .count(),
-          UINT32_MAX)));
+          std::chrono::duration_cast<std::chrono::nanoseconds>(now - sent).count(), UINT32_MAX)));
     }
     ++m.count;
   }
@@ -346,8 +322,8 @@ Measured RunSequential(const Context& ctx, const std::vector<float>& input,
 }
 
 // `depth` requests in flight: a new one goes out as soon as one completes.
-Measured RunPipelined(const Context& ctx, const std::vector<float>& input,
-                      Sink* sink, const Bounds& bounds, int depth) {
+Measured RunPipelined(const Context& ctx, const std::vector<float>& input, Sink* sink,
+                      const Bounds& bounds, int depth) {
   Measured m;
   Clock::time_point now = Clock::now();
   while (!bounds.Done(now, m.count)) {
@@ -362,9 +338,8 @@ Measured RunPipelined(const Context& ctx, const std::vector<float>& input,
 }
 
 // `threads` threads, each with one request in flight, started together.
-Measured RunThreads(const Context& ctx, const std::vector<float>& input,
-                    std::vector<Sink>& sinks, const Settings& s, double seconds,
-                    int threads) {
+Measured RunThreads(const Context& ctx, const std::vector<float>& input, std::vector<Sink>& sinks,
+                    const Settings& s, double seconds, int threads) {
   std::mutex mutex;
   std::condition_variable go;
   bool started = false;
@@ -376,14 +351,12 @@ Measured RunThreads(const Context& ctx, const std::vector<float>& input,
       Clock::time_point t0;
       {
         std::unique_lock<std::mutex> lock(mutex);
-        if (!go.wait_for(lock, std::chrono::seconds(30),
-                         [&] { return started; })) {
+        if (!go.wait_for(lock, std::chrono::seconds(30), [&] { return started; })) {
           Die("worker thread was never started");
         }
         t0 = start;
       }
-      Bounds bounds(t0, seconds, s.max_seconds, s.min_requests,
-                    s.max_requests);
+      Bounds bounds(t0, seconds, s.max_seconds, s.min_requests, s.max_requests);
       counts[i] = RunSequential(ctx, input, &sinks[i], bounds, false).count;
     });
   }
@@ -441,18 +414,14 @@ void WaitForReleases() {
 }
 
 // Runs one workload once (after a warm-up) and returns its JSON object.
-std::string RunWorkload(const Context& ctx, const Settings& s,
-                        const std::string& workload,
-                        const std::vector<float>& small,
-                        const std::vector<float>& large, Sink* single,
-                        std::vector<Sink>& per_thread) {
+std::string RunWorkload(const Context& ctx, const Settings& s, const std::string& workload,
+                        const std::vector<float>& small, const std::vector<float>& large,
+                        Sink* single, std::vector<Sink>& per_thread) {
   auto warmup_bounds = [&](double seconds) {
-    return Bounds(Clock::now(), seconds, std::max(seconds, s.max_seconds), 1,
-                  s.max_requests);
+    return Bounds(Clock::now(), seconds, std::max(seconds, s.max_seconds), 1, s.max_requests);
   };
   auto full_bounds = [&] {
-    return Bounds(Clock::now(), s.seconds, s.max_seconds, s.min_requests,
-                  s.max_requests);
+    return Bounds(Clock::now(), s.seconds, s.max_seconds, s.min_requests, s.max_requests);
   };
   std::ostringstream json;
   if (workload == "sync") {
@@ -461,34 +430,28 @@ std::string RunWorkload(const Context& ctx, const Settings& s,
     Measured m = RunSequential(ctx, small, single, full_bounds(), true);
     json << "{\"ips\": " << Number(m.count / m.seconds)
          << ", \"p50_us\": " << Number(PercentileUs(m.latencies_ns, 50))
-         << ", \"p99_us\": " << Number(PercentileUs(m.latencies_ns, 99))
-         << ", \"n\": " << m.count << ", \"seconds\": " << Number(m.seconds)
-         << "}";
+         << ", \"p99_us\": " << Number(PercentileUs(m.latencies_ns, 99)) << ", \"n\": " << m.count
+         << ", \"seconds\": " << Number(m.seconds) << "}";
   } else if (workload == "async64") {
     single->Expect(small);
-    RunPipelined(ctx, small, single, warmup_bounds(s.warmup_seconds),
-                 kAsyncInFlight);
-    Measured m =
-        RunPipelined(ctx, small, single, full_bounds(), kAsyncInFlight);
-    json << "{\"ips\": " << Number(m.count / m.seconds)
-         << ", \"n\": " << m.count << ", \"seconds\": " << Number(m.seconds)
-         << "}";
+    RunPipelined(ctx, small, single, warmup_bounds(s.warmup_seconds), kAsyncInFlight);
+    Measured m = RunPipelined(ctx, small, single, full_bounds(), kAsyncInFlight);
+    json << "{\"ips\": " << Number(m.count / m.seconds) << ", \"n\": " << m.count
+         << ", \"seconds\": " << Number(m.seconds) << "}";
   } else if (workload == "large16MiB") {
     single->Expect(large);
     RunSequential(ctx, large, single, warmup_bounds(s.warmup_seconds), false);
     Measured m = RunSequential(ctx, large, single, full_bounds(), false);
     const double bytes = static_cast<double>(large.size() * sizeof(float));
     json << "{\"gbps\": " << Number(m.count * bytes / m.seconds / 1e9)
-         << ", \"ips\": " << Number(m.count / m.seconds)
-         << ", \"n\": " << m.count << ", \"seconds\": " << Number(m.seconds)
-         << "}";
+         << ", \"ips\": " << Number(m.count / m.seconds) << ", \"n\": " << m.count
+         << ", \"seconds\": " << Number(m.seconds) << "}";
   } else {  // threads4
     for (auto& sink : per_thread) sink.Expect(small);
     RunThreads(ctx, small, per_thread, s, s.warmup_seconds, kThreads);
     Measured m = RunThreads(ctx, small, per_thread, s, s.seconds, kThreads);
-    json << "{\"ips\": " << Number(m.count / m.seconds)
-         << ", \"n\": " << m.count << ", \"seconds\": " << Number(m.seconds)
-         << "}";
+    json << "{\"ips\": " << Number(m.count / m.seconds) << ", \"n\": " << m.count
+         << ", \"seconds\": " << Number(m.seconds) << "}";
   }
   WaitForReleases();
   return json.str();
@@ -497,27 +460,22 @@ std::string RunWorkload(const Context& ctx, const Settings& s,
 TRITONSERVER_Server* StartServer(const Settings& s) {
   TRITONSERVER_ServerOptions* options = nullptr;
   Check(TRITONSERVER_ServerOptionsNew(&options), "creating server options");
-  Check(TRITONSERVER_ServerOptionsSetModelRepositoryPath(options,
-                                                         s.repository.c_str()),
+  Check(TRITONSERVER_ServerOptionsSetModelRepositoryPath(options, s.repository.c_str()),
         "setting the model repository");
-  Check(TRITONSERVER_ServerOptionsSetBackendDirectory(
-            options, s.backend_directory.c_str()),
+  Check(TRITONSERVER_ServerOptionsSetBackendDirectory(options, s.backend_directory.c_str()),
         "setting the backend directory");
   if (!s.cache_directory.empty()) {
-    Check(TRITONSERVER_ServerOptionsSetCacheDirectory(
-              options, s.cache_directory.c_str()),
+    Check(TRITONSERVER_ServerOptionsSetCacheDirectory(options, s.cache_directory.c_str()),
           "setting the cache directory");
   }
-  Check(TRITONSERVER_ServerOptionsSetModelControlMode(
-            options, TRITONSERVER_MODEL_CONTROL_NONE),
+  Check(TRITONSERVER_ServerOptionsSetModelControlMode(options, TRITONSERVER_MODEL_CONTROL_NONE),
         "setting the model control mode");
   // Left unset, core 2.51 retries a model that fails to load forever.
   Check(TRITONSERVER_ServerOptionsSetModelLoadRetryCount(options, 0),
         "setting the model load retry count");
   Check(TRITONSERVER_ServerOptionsSetStrictModelConfig(options, true),
         "setting strict model config");
-  Check(TRITONSERVER_ServerOptionsSetExitTimeout(options, 10),
-        "setting the exit timeout");
+  Check(TRITONSERVER_ServerOptionsSetExitTimeout(options, 10), "setting the exit timeout");
   Check(TRITONSERVER_ServerOptionsSetLogInfo(options, false), "log info");
   Check(TRITONSERVER_ServerOptionsSetLogWarn(options, false), "log warn");
   Check(TRITONSERVER_ServerOptionsSetLogError(options, true), "log error");
@@ -554,43 +512,37 @@ int main(int argc, char** argv) {
   ctx.model = s.model;
   ctx.server = StartServer(s);
   const double startup_seconds = Seconds(Clock::now() - t0);
-  Check(TRITONSERVER_ResponseAllocatorNew(&ctx.allocator, AllocateHost,
-                                          ReleaseHost, nullptr),
+  Check(TRITONSERVER_ResponseAllocatorNew(&ctx.allocator, AllocateHost, ReleaseHost, nullptr),
         "creating the response allocator");
 
   std::vector<float> small(kSmallCount);
   for (size_t i = 0; i < small.size(); ++i) small[i] = static_cast<float>(i);
   std::vector<float> large;
-  if (std::find(s.workloads.begin(), s.workloads.end(), "large16MiB") !=
-      s.workloads.end()) {
+  if (std::find(s.workloads.begin(), s.workloads.end(), "large16MiB") != s.workloads.end()) {
     large.resize(kLargeCount);
     for (size_t i = 0; i < large.size(); ++i) {
       large[i] = static_cast<float>(i % 1024);
     }
   }
-  auto* single = new Sink();                     // never freed: see Sink
+  auto* single = new Sink();  // never freed: see Sink
   auto* per_thread = new std::vector<Sink>(kThreads);
 
   std::ostringstream out;
-  out << "{\"system\": \"c-api\", \"api_version\": \"" << api_major << "."
-      << api_minor << "\", \"startup_s\": " << Number(startup_seconds)
-      << ", \"rounds\": [";
+  out << "{\"system\": \"c-api\", \"api_version\": \"" << api_major << "." << api_minor
+      << "\", \"startup_s\": " << Number(startup_seconds) << ", \"rounds\": [";
   for (int round = 0; round < s.rounds; ++round) {
     out << (round ? ", " : "") << "{";
     for (size_t i = 0; i < s.workloads.size(); ++i) {
       const std::string& w = s.workloads[i];
-      std::string figures =
-          RunWorkload(ctx, s, w, small, large, single, *per_thread);
-      std::fprintf(stderr, "c-api round %d %s %s\n", round + 1, w.c_str(),
-                   figures.c_str());
+      std::string figures = RunWorkload(ctx, s, w, small, large, single, *per_thread);
+      std::fprintf(stderr, "c-api round %d %s %s\n", round + 1, w.c_str(), figures.c_str());
       out << (i ? ", " : "") << JsonString(w) << ": " << figures;
     }
     out << "}";
   }
   out << "]}";
 
-  Check(TRITONSERVER_ResponseAllocatorDelete(ctx.allocator),
-        "deleting the response allocator");
+  Check(TRITONSERVER_ResponseAllocatorDelete(ctx.allocator), "deleting the response allocator");
   Check(TRITONSERVER_ServerStop(ctx.server), "stopping the server");
   Check(TRITONSERVER_ServerDelete(ctx.server), "deleting the server");
   std::printf("%s\n", out.str().c_str());

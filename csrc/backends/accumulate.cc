@@ -24,9 +24,7 @@ class Accumulate : public tb::Backend {
     }
   }
 
-  void InstanceInitialize(tb::Instance& instance) override {
-    instance.EmplaceState<Sums>();
-  }
+  void InstanceInitialize(tb::Instance& instance) override { instance.EmplaceState<Sums>(); }
 
   void Execute(tb::Instance& instance, tb::Requests& requests) override {
     Sums& sums = instance.State<Sums>();
@@ -37,9 +35,8 @@ class Accumulate : public tb::Backend {
       if (flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_START) {
         found = sums.insert_or_assign(key, 0).first;
       } else if (found == sums.end()) {
-        throw tb::Error::InvalidArgument(
-            "accumulate: sequence " + key +
-            " has no running sum: start it with the START flag");
+        throw tb::Error::InvalidArgument("accumulate: sequence " + key +
+                                         " has no running sum: start it with the START flag");
       }
       const tb::InputTensor input = request.Input("INPUT");
       for (const int64_t value : input.As<int64_t>()) found->second += value;
@@ -48,8 +45,7 @@ class Accumulate : public tb::Backend {
 
       tb::Response response = request.NewResponse();
       for (int64_t& out :
-           response.AddOutput("OUTPUT", TRITONSERVER_TYPE_INT64, input.shape())
-               .As<int64_t>()) {
+           response.AddOutput("OUTPUT", TRITONSERVER_TYPE_INT64, input.shape()).As<int64_t>()) {
         out = sum;
       }
       response.Send();

@@ -20,24 +20,20 @@ struct Arithmetic<T, true> {
 };
 
 template <typename T>
-void Compute(tb::Request& request, const tb::InputTensor& a,
-             const tb::InputTensor& b) {
+void Compute(tb::Request& request, const tb::InputTensor& a, const tb::InputTensor& b) {
   using W = typename Arithmetic<T>::type;
   const tb::Span<const T> x = a.As<T>();
   const tb::Span<const T> y = b.As<T>();
   tb::Response response = request.NewResponse();
   for (const std::string& name : request.RequestedOutputs()) {
     if (name != "OUTPUT0" && name != "OUTPUT1") {
-      throw tb::Error::InvalidArgument(
-          "add_sub: unknown output '" + name +
-          "'; it has OUTPUT0 (sum) and OUTPUT1 (difference)");
+      throw tb::Error::InvalidArgument("add_sub: unknown output '" + name +
+                                       "'; it has OUTPUT0 (sum) and OUTPUT1 (difference)");
     }
-    const tb::Span<T> out =
-        response.AddOutput(name, a.dtype(), a.shape()).As<T>();
+    const tb::Span<T> out = response.AddOutput(name, a.dtype(), a.shape()).As<T>();
     const W sign = name == "OUTPUT0" ? W(1) : W(-1);
     for (size_t i = 0; i < x.size(); ++i) {
-      out[i] =
-          static_cast<T>(static_cast<W>(x[i]) + sign * static_cast<W>(y[i]));
+      out[i] = static_cast<T>(static_cast<W>(x[i]) + sign * static_cast<W>(y[i]));
     }
   }
   response.Send();
@@ -54,9 +50,8 @@ class AddSub : public tb::Backend {
       if (a.dtype() != b.dtype() || a.shape() != b.shape()) {
         throw tb::Error::InvalidArgument(
             std::string("add_sub: INPUT0 is ") + tb::DataTypeName(a.dtype()) +
-            tb::ShapeString(a.shape()) + " but INPUT1 is " +
-            tb::DataTypeName(b.dtype()) + tb::ShapeString(b.shape()) +
-            "; both inputs must have the same datatype and shape");
+            tb::ShapeString(a.shape()) + " but INPUT1 is " + tb::DataTypeName(b.dtype()) +
+            tb::ShapeString(b.shape()) + "; both inputs must have the same datatype and shape");
       }
       switch (a.dtype()) {
         case TRITONSERVER_TYPE_FP32:

@@ -11,15 +11,12 @@ class Identity : public tb::Backend {
       tb::Response response = request.NewResponse();
       for (const std::string& output : request.RequestedOutputs()) {
         if (output.rfind("OUTPUT", 0) != 0) {
-          throw tb::Error::InvalidArgument(
-              "identity: output '" + output +
-              "' is not named OUTPUT<i>, so it has no INPUT<i>");
+          throw tb::Error::InvalidArgument("identity: output '" + output +
+                                           "' is not named OUTPUT<i>, so it has no INPUT<i>");
         }
         const tb::InputTensor input = request.Input("INPUT" + output.substr(6));
-        input.CopyTo(response
-                         .AddOutput(output, input.dtype(), input.shape(),
-                                    input.byte_size())
-                         .data());
+        input.CopyTo(
+            response.AddOutput(output, input.dtype(), input.shape(), input.byte_size()).data());
       }
       response.Send();
     });

@@ -30,10 +30,9 @@ class Sleep : public tb::Backend {
       int64_t us = 0;
       for (const int64_t value : delay.As<int64_t>()) us = std::max(us, value);
       const uint64_t timeout = request.timeout_us();
-      waits.push_back({&request, delay.shape(),
-                       start + std::chrono::microseconds(us),
-                       timeout ? start + std::chrono::microseconds(timeout)
-                               : Clock::time_point::max()});
+      waits.push_back(
+          {&request, delay.shape(), start + std::chrono::microseconds(us),
+           timeout ? start + std::chrono::microseconds(timeout) : Clock::time_point::max()});
     });
 
     // Poll every millisecond at most, so cancellation is noticed promptly.
@@ -50,26 +49,21 @@ class Sleep : public tb::Backend {
         tb::Request& request = *w.request;
         if (request.finished()) continue;
         if (request.IsCancelled()) {
-          request.Fail(
-              tb::Error::Cancelled("sleep: the request was cancelled"));
+          request.Fail(tb::Error::Cancelled("sleep: the request was cancelled"));
         } else if (now >= w.done) {
           const int64_t waited =
-              std::chrono::duration_cast<std::chrono::microseconds>(now - start)
-                  .count();
+              std::chrono::duration_cast<std::chrono::microseconds>(now - start).count();
           request.Try([&](tb::Request& r) {
             tb::Response response = r.NewResponse();
             for (int64_t& out :
-                 response
-                     .AddOutput("WAITED_US", TRITONSERVER_TYPE_INT64, w.shape)
-                     .As<int64_t>()) {
+                 response.AddOutput("WAITED_US", TRITONSERVER_TYPE_INT64, w.shape).As<int64_t>()) {
               out = waited;
             }
             response.Send();
           });
         } else if (now >= w.give_up) {
-          request.Fail(tb::Error::Unavailable(
-              "sleep: the request timed out after " +
-              std::to_string(request.timeout_us()) + " us"));
+          request.Fail(tb::Error::Unavailable("sleep: the request timed out after " +
+                                              std::to_string(request.timeout_us()) + " us"));
         } else {
           ++left;
         }

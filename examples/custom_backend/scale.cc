@@ -32,8 +32,7 @@ class Scale : public tb::Backend {
       const tb::Span<const float> in = input.As<float>();
       tb::Response response = request.NewResponse();
       tb::Span<float> out =
-          response.AddOutput("OUTPUT", TRITONSERVER_TYPE_FP32, input.shape())
-              .As<float>();
+          response.AddOutput("OUTPUT", TRITONSERVER_TYPE_FP32, input.shape()).As<float>();
       for (size_t i = 0; i < in.size(); ++i) out[i] = in[i] * factor;
       response.Send();
     });

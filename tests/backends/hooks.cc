@@ -24,9 +24,7 @@ class Hooks : public tb::Backend {
   void ModelInitialize(tb::Model& model) override {
     Hook("model_initialize", model.name(), &model);
   }
-  void ModelFinalize(tb::Model& model) override {
-    Hook("model_finalize", model.name(), &model);
-  }
+  void ModelFinalize(tb::Model& model) override { Hook("model_finalize", model.name(), &model); }
   void InstanceInitialize(tb::Instance& instance) override {
     Hook("instance_initialize", instance.name(), &instance.model());
   }
@@ -35,25 +33,23 @@ class Hooks : public tb::Backend {
   }
 
   void Execute(tb::Instance& instance, tb::Requests& requests) override {
-    Hook("execute",
-         instance.name() + " requests=" + std::to_string(requests.size()),
+    Hook("execute", instance.name() + " requests=" + std::to_string(requests.size()),
          &instance.model());
     requests.ForEach([](tb::Request& request) {
       const tb::InputTensor input = request.Input("INPUT0");
       tb::Response response = request.NewResponse();
-      response.SetOutputBytes("OUTPUT0", input.dtype(), input.shape(),
-                              input.Bytes().data(), input.byte_size());
+      response.SetOutputBytes("OUTPUT0", input.dtype(), input.shape(), input.Bytes().data(),
+                              input.byte_size());
       response.Send();
     });
   }
 
  private:
-  void Hook(const std::string& hook, const std::string& subject,
-            const tb::Model* model) {
+  void Hook(const std::string& hook, const std::string& subject, const tb::Model* model) {
     if (const auto path = Setting("log")) {
       std::ostringstream line;
-      line << hook << " " << subject << " thread="
-           << std::hash<std::thread::id>()(std::this_thread::get_id()) << "\n";
+      line << hook << " " << subject
+           << " thread=" << std::hash<std::thread::id>()(std::this_thread::get_id()) << "\n";
       std::lock_guard<std::mutex> lock(mutex_);
       if (FILE* f = std::fopen(path->c_str(), "a")) {
         std::fputs(line.str().c_str(), f);

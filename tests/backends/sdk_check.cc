@@ -66,21 +66,16 @@ class SdkCheck : public tb::Backend {
       response.SetOutput("BATCH", {1}, &batch, 1);
       response.SetStringParameter("dtype", tb::DataTypeName(input.dtype()));
       response.SetStringParameter("shape", tb::ShapeString(input.shape()));
-      response.SetIntParameter("buffers",
-                               static_cast<int64_t>(input.buffers().size()));
-      response.SetStringParameter(
-          "memory_type", TRITONSERVER_MemoryTypeString(input.memory_type()));
+      response.SetIntParameter("buffers", static_cast<int64_t>(input.buffers().size()));
+      response.SetStringParameter("memory_type",
+                                  TRITONSERVER_MemoryTypeString(input.memory_type()));
       response.SetIntParameter("max_batch_size", model.max_batch_size());
-      response.SetIntParameter("config_dim0",
-                               model.config()["input"][0]["dims"][0].AsInt());
-      response.SetStringParameter("greeting",
-                                  model.Parameter("greeting").value_or(""));
+      response.SetIntParameter("config_dim0", model.config()["input"][0]["dims"][0].AsInt());
+      response.SetStringParameter("greeting", model.Parameter("greeting").value_or(""));
       response.SetStringParameter("setting", Setting("greeting").value_or(""));
       response.SetStringParameter("request_id", request.id());
-      response.SetStringParameter("correlation_id",
-                                  request.correlation_id().Key());
-      response.SetIntParameter("scale",
-                               request.IntParameter("scale").value_or(0));
+      response.SetStringParameter("correlation_id", request.correlation_id().Key());
+      response.SetIntParameter("scale", request.IntParameter("scale").value_or(0));
       response.SetStringParameter("host_policy", HostPolicy(instance));
       response.SetStringParameter("cpus", AllowedCpus());
       response.Send();
@@ -110,8 +105,7 @@ class SdkCheck : public tb::Backend {
   }
 
   [[noreturn]] static void Negative(int64_t value) {
-    throw tb::Error::InvalidArgument("sdk_check: negative value " +
-                                     std::to_string(value));
+    throw tb::Error::InvalidArgument("sdk_check: negative value " + std::to_string(value));
   }
 };
 

@@ -33,8 +33,7 @@ class Input {
       memory_type_id_ = buffers[0].memory_type_id;
     } else if (buffers.size() > 1) {  // gathered into one host copy
       if (!tensor.in_host_memory()) {
-        throw tb::Error::Unsupported("input '" + name_ +
-                                     "' came in several device buffers");
+        throw tb::Error::Unsupported("input '" + name_ + "' came in several device buffers");
       }
       gathered_.reset(new char[byte_size_]);
       tensor.CopyTo(gathered_.get());
@@ -52,8 +51,7 @@ class Input {
 
   py::buffer_info Buffer() const {
     if (!tb::IsHostMemory(static_cast<TRITONSERVER_MemoryType>(memory_type_))) {
-      throw py::buffer_error(
-          "this input is in device memory: read it through DLPack");
+      throw py::buffer_error("this input is in device memory: read it through DLPack");
     }
     static char empty = 0;
     void* data = const_cast<void*>(data_ != nullptr ? data_ : &empty);
@@ -97,8 +95,7 @@ struct OutputItem {
 void ParseOutput(py::handle item, OutputItem& out) {
   // Output is a NamedTuple (name, datatype, shape, data), checked at load.
   if (!PyTuple_Check(item.ptr()) || PyTuple_GET_SIZE(item.ptr()) != 4) {
-    throw tb::Error::InvalidArgument(
-        "each output must be an Output(name, datatype, shape, data)");
+    throw tb::Error::InvalidArgument("each output must be an Output(name, datatype, shape, data)");
   }
   py::tuple fields = py::reinterpret_borrow<py::tuple>(item);
   try {
@@ -110,19 +107,18 @@ void ParseOutput(py::handle item, OutputItem& out) {
         "each output must be an Output(name: str, datatype: int, shape: "
         "ints, data)");
   }
-  if (PyObject_GetBuffer(fields[3].ptr(), &out.data.view, PyBUF_C_CONTIGUOUS) !=
-      0) {
+  if (PyObject_GetBuffer(fields[3].ptr(), &out.data.view, PyBUF_C_CONTIGUOUS) != 0) {
     PyErr_Clear();
     throw tb::Error::InvalidArgument("output '" + out.name +
                                      "': the data is not a contiguous buffer");
   }
   out.data.held = true;
   const uint64_t element = tb::ElementByteSize(out.dtype);
-  if (element != 0 && tb::ElementCount(out.shape) * element !=
-                          static_cast<uint64_t>(out.data.view.len)) {
-    throw tb::Error::InvalidArgument(
-        "output '" + out.name + "': " + std::to_string(out.data.view.len) +
-        " bytes do not fill shape " + tb::ShapeString(out.shape));
+  if (element != 0 &&
+      tb::ElementCount(out.shape) * element != static_cast<uint64_t>(out.data.view.len)) {
+    throw tb::Error::InvalidArgument("output '" + out.name +
+                                     "': " + std::to_string(out.data.view.len) +
+                                     " bytes do not fill shape " + tb::ShapeString(out.shape));
   }
 }
 
@@ -140,8 +136,7 @@ void SetParameter(tb::Response& response, const std::string& name,
         } else if constexpr (std::is_same_v<T, std::string>) {
           response.SetStringParameter(name, v);
         } else {
-          throw tb::Error::InvalidArgument("response parameter '" + name +
-                                           "' cannot be bytes");
+          throw tb::Error::InvalidArgument("response parameter '" + name + "' cannot be bytes");
         }
       },
       value);
@@ -155,10 +150,9 @@ RequestHandle::~RequestHandle() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!owned_->finished()) {
       owned_->Fail(TRITONSERVER_ERROR_INTERNAL,
-                   owned_->model().decoupled()
-                       ? "the model dropped the request's response sender "
-                         "without sending the final flag"
-                       : "the model sent no response for this request");
+                   owned_->model().decoupled() ? "the model dropped the request's response sender "
+                                                 "without sending the final flag"
+                                               : "the model sent no response for this request");
     }
     owned_.reset();  // releases the request
   };
@@ -170,31 +164,28 @@ RequestHandle::~RequestHandle() {
   }
 }
 
-void RequestHandle::FailIfOpen(TRITONSERVER_Error_Code code,
-                               const std::string& message) {
+void RequestHandle::FailIfOpen(TRITONSERVER_Error_Code code, const std::string& message) {
   py::gil_scoped_release unlocked;
   std::lock_guard<std::mutex> lock(mutex_);
   if (!request_->finished()) request_->Fail(code, message.c_str());
 }
 
-void RequestHandle::Send(py::handle outputs, py::handle parameters,
-                         bool final) {
+void RequestHandle::Send(py::handle outputs, py::handle parameters, bool final) {
   if (!PyList_Check(outputs.ptr()) && !PyTuple_Check(outputs.ptr())) {
     throw tb::Error::InvalidArgument("outputs must be a list of Output");
   }
   py::sequence items = py::reinterpret_borrow<py::sequence>(outputs);
   std::vector<OutputItem> parsed(items.size());
   for (size_t i = 0; i < parsed.size(); ++i) ParseOutput(items[i], parsed[i]);
-  const pyinterop::Parameters params = pyinterop::ParametersFromPython(
-      parameters, pyinterop::ParameterUse::kRequest);
+  const pyinterop::Parameters params =
+      pyinterop::ParametersFromPython(parameters, pyinterop::ParameterUse::kRequest);
   {
     py::gil_scoped_release unlocked;  // the copies, and the send's callbacks
     std::lock_guard<std::mutex> lock(mutex_);
     tb::Response response = request_->NewResponse();
     for (const OutputItem& out : parsed) {
       const auto size = static_cast<uint64_t>(out.data.view.len);
-      tb::OutputTensor tensor =
-          response.AddOutput(out.name, out.dtype, out.shape, size);
+      tb::OutputTensor tensor = response.AddOutput(out.name, out.dtype, out.shape, size);
       if (size != 0) std::memcpy(tensor.data(), out.data.view.buf, size);
     }
     for (const auto& [name, value] : params) {
@@ -273,9 +264,8 @@ void RegisterHandleTypes(py::module_& module) {
   py::class_<RequestHandle>(module, "RequestHandle", py::module_local(),
                             "One request of a batch, as the inprocess "
                             "backend hands it to Python.")
-      .def("send", &RequestHandle::Send, py::arg("outputs"),
-           py::arg("parameters") = py::none(), py::arg("final") = true,
-           "One response: a list of Output, a dict of parameters or None.")
+      .def("send", &RequestHandle::Send, py::arg("outputs"), py::arg("parameters") = py::none(),
+           py::arg("final") = true, "One response: a list of Output, a dict of parameters or None.")
       .def("fail", &RequestHandle::Fail, py::arg("code"), py::arg("message"),
            "End the request with an error (nothing if it already ended).")
       .def("finish", &RequestHandle::Finish,

@@ -43,8 +43,7 @@ Runtime* runtime = nullptr;
 // reason.
 void PinLibrary() {
   Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&PinLibrary), &info) != 0 &&
-      info.dli_fname != nullptr) {
+  if (dladdr(reinterpret_cast<void*>(&PinLibrary), &info) != 0 && info.dli_fname != nullptr) {
     dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
   }
 }
@@ -53,13 +52,12 @@ void PinLibrary() {
 // dispatch functions.
 void LoadRuntime() {
   if (runtime != nullptr) return;
-  py::module_ types = py::reinterpret_steal<py::module_>(
-      PyModule_New("tritonserver._inprocess._backend"));
+  py::module_ types =
+      py::reinterpret_steal<py::module_>(PyModule_New("tritonserver._inprocess._backend"));
   if (!types) throw py::error_already_set();
   RegisterHandleTypes(types);
   pyinterop::RegisterErrorTranslator();
-  py::module_::import("sys").attr("modules")["tritonserver._inprocess._backend"] =
-      types;
+  py::module_::import("sys").attr("modules")["tritonserver._inprocess._backend"] = types;
   py::module_ dispatch = py::module_::import("tritonserver._inprocess._dispatch");
   // send() reads each Output by position: its fields must be these.
   py::object fields =
@@ -70,8 +68,8 @@ void LoadRuntime() {
         "the inprocess backend's ParseOutput");
   }
   runtime = new Runtime{dispatch.attr("load_model"), dispatch.attr("finalize_model"),
-                        dispatch.attr("initialize_instance"),
-                        dispatch.attr("finalize_instance"), dispatch.attr("execute")};
+                        dispatch.attr("initialize_instance"), dispatch.attr("finalize_instance"),
+                        dispatch.attr("execute")};
 }
 
 void RequirePython() {
@@ -117,8 +115,8 @@ class InProcess : public tb::Backend {
     RequirePython();
     py::gil_scoped_acquire gil;
     py::object loaded = CallPython([&] {
-      return runtime->load_model(model.name(), model.version(),
-                                 model.config_text(), model.repository_path());
+      return runtime->load_model(model.name(), model.version(), model.config_text(),
+                                 model.repository_path());
     });
     model.EmplaceState<ModelState>(ModelState{pyinterop::OwnedRef(loaded)});
   }
@@ -126,9 +124,7 @@ class InProcess : public tb::Backend {
   void ModelFinalize(tb::Model& model) override {
     if (!pyinterop::PythonAlive() || !model.has_state()) return;
     py::gil_scoped_acquire gil;
-    CallPython([&] {
-      return runtime->finalize_model(model.State<ModelState>().loaded.handle());
-    });
+    CallPython([&] { return runtime->finalize_model(model.State<ModelState>().loaded.handle()); });
   }
 
   void InstanceInitialize(tb::Instance& instance) override {
@@ -137,8 +133,7 @@ class InProcess : public tb::Backend {
     py::object made = CallPython([&] {
       return runtime->initialize_instance(
           instance.model().State<ModelState>().loaded.handle(), instance.name(),
-          TRITONSERVER_InstanceGroupKindString(instance.kind()),
-          instance.device_id());
+          TRITONSERVER_InstanceGroupKindString(instance.kind()), instance.device_id());
     });
     instance.EmplaceState<InstanceState>(InstanceState{pyinterop::OwnedRef(made)});
   }
@@ -147,9 +142,8 @@ class InProcess : public tb::Backend {
     if (!pyinterop::PythonAlive() || !instance.has_state()) return;
     py::gil_scoped_acquire gil;
     CallPython([&] {
-      return runtime->finalize_instance(
-          instance.model().State<ModelState>().loaded.handle(),
-          instance.State<InstanceState>().instance.handle());
+      return runtime->finalize_instance(instance.model().State<ModelState>().loaded.handle(),
+                                        instance.State<InstanceState>().instance.handle());
     });
   }
 
@@ -173,8 +167,7 @@ class InProcess : public tb::Backend {
     try {
       CallPython([&] {
         return runtime->execute(instance.model().State<ModelState>().loaded.handle(),
-                                instance.State<InstanceState>().instance.handle(),
-                                batch);
+                                instance.State<InstanceState>().instance.handle(), batch);
       });
     } catch (const tb::Error& e) {
       thrown = e;

@@ -42,8 +42,7 @@ class Faulty : public tb::Backend {
       const tb::Span<const int64_t> values = input.As<int64_t>();
       for (const int64_t value : values) {
         if (value < 0) {
-          throw tb::Error::InvalidArgument("faulty: negative value " +
-                                           std::to_string(value));
+          throw tb::Error::InvalidArgument("faulty: negative value " + std::to_string(value));
         }
       }
       tb::Response response = request.NewResponse();

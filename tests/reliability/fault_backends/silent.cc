@@ -7,8 +7,7 @@
 extern "C" {
 
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
-    TRITONBACKEND_ModelInstance*, TRITONBACKEND_Request** requests,
-    const uint32_t request_count) {
+    TRITONBACKEND_ModelInstance*, TRITONBACKEND_Request** requests, const uint32_t request_count) {
   for (uint32_t i = 0; i < request_count; ++i) {
     TRITONSERVER_Error* error =
         TRITONBACKEND_RequestRelease(requests[i], TRITONSERVER_REQUEST_RELEASE_ALL);

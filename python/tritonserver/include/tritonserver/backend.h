@@ -32,7 +32,9 @@
 //  - every request is answered with exactly one final response and released
 //    exactly once; one that Execute left unanswered is failed (with the
 //    exception Execute threw, if it threw); a request cancelled before its
-//    batch ran is failed CANCELLED without reaching Execute;
+//    batch ran is failed CANCELLED without reaching Execute; a request the
+//    backend keeps past Execute (Requests::Keep) is released when the backend
+//    destroys it, failed first if it was never answered;
 //  - per-request and per-batch statistics are reported to the core.
 #pragma once
 
@@ -119,26 +121,18 @@ struct Access {
     backend.config_ = Json::Parse(MessageJson(config));
   }
 
-  static std::unique_ptr<Requests> MakeRequests(
-      Instance& instance, TRITONBACKEND_Request** requests, uint32_t count,
-      uint64_t exec_start) {
-    return std::unique_ptr<Requests>(
-        new Requests(instance, requests, count, exec_start));
+  static std::unique_ptr<Requests> MakeRequests(Instance& instance,
+                                                TRITONBACKEND_Request** requests, uint32_t count,
+                                                uint64_t exec_start) {
+    return std::unique_ptr<Requests>(new Requests(instance, requests, count, exec_start));
   }
-  static std::vector<std::unique_ptr<Request>>& All(Requests& r) {
-    return r.all_;
-  }
+  static std::vector<std::unique_ptr<Request>>& All(Requests& r) { return r.all_; }
   static std::vector<Request*>& Active(Requests& r) { return r.active_; }
   static void SetCallStart(Requests& r, uint64_t t) { r.call_start_ns_ = t; }
-  static uint64_t ComputeStart(const Requests& r) {
-    return r.compute_start_ns_;
-  }
+  static uint64_t ComputeStart(const Requests& r) { return r.compute_start_ns_; }
   static uint64_t ComputeEnd(const Requests& r) { return r.compute_end_ns_; }
-  static uint64_t KeptBatchSize(const Requests& r) {
-    return r.kept_batch_size_;
-  }
-  static std::pair<uint64_t, uint64_t> Report(const Request& r, uint64_t start,
-                                              uint64_t end) {
+  static uint64_t KeptBatchSize(const Requests& r) { return r.kept_batch_size_; }
+  static std::pair<uint64_t, uint64_t> Report(const Request& r, uint64_t start, uint64_t end) {
     return r.ReportStatistics(start, end);
   }
 };
@@ -151,17 +145,13 @@ inline void CheckApiVersion(TRITONBACKEND_Backend* backend) {
   Check(TRITONBACKEND_ApiVersion(&major, &minor));
   if (major == kMajor && minor >= kMinor) return;
   const char* name = "?";
-  LogIfError(TRITONBACKEND_BackendName(backend, &name),
-             "reading the backend name");
-  const std::string needs =
-      std::to_string(kMajor) + "." + std::to_string(kMinor);
+  LogIfError(TRITONBACKEND_BackendName(backend, &name), "reading the backend name");
+  const std::string needs = std::to_string(kMajor) + "." + std::to_string(kMinor);
   throw Error::Unsupported(
       "backend '" + std::string(name) + "' needs TRITONBACKEND API " + needs +
-      " (a Triton core with API major version " + std::to_string(kMajor) +
-      " and minor " + std::to_string(kMinor) +
-      " or newer), but the running core has API " + std::to_string(major) +
-      "." + std::to_string(minor) +
-      ": use a newer core or rebuild the backend against this one");
+      " (a Triton core with API major version " + std::to_string(kMajor) + " and minor " +
+      std::to_string(kMinor) + " or newer), but the running core has API " + std::to_string(major) +
+      "." + std::to_string(minor) + ": use a newer core or rebuild the backend against this one");
 }
 
 template <typename T, typename Handle>
@@ -185,8 +175,7 @@ inline Backend& BackendOf(TRITONBACKEND_Model* model) {
 
 using BackendFactory = std::unique_ptr<Backend> (*)();
 
-inline TRITONSERVER_Error* Initialize(TRITONBACKEND_Backend* handle,
-                                      BackendFactory make) noexcept {
+inline TRITONSERVER_Error* Initialize(TRITONBACKEND_Backend* handle, BackendFactory make) noexcept {
   return Guard([&] {
     CheckApiVersion(handle);
     std::unique_ptr<Backend> backend = make();
@@ -199,20 +188,17 @@ inline TRITONSERVER_Error* Initialize(TRITONBACKEND_Backend* handle,
 
 inline TRITONSERVER_Error* Finalize(TRITONBACKEND_Backend* handle) noexcept {
   std::unique_ptr<Backend> backend;
-  if (TRITONSERVER_Error* error = Guard([&] {
-        backend.reset(StateOf<Backend>(handle, &TRITONBACKEND_BackendState));
-      })) {
+  if (TRITONSERVER_Error* error =
+          Guard([&] { backend.reset(StateOf<Backend>(handle, &TRITONBACKEND_BackendState)); })) {
     return error;
   }
   if (backend == nullptr) return nullptr;  // Initialize failed
   TRITONSERVER_Error* error = Guard([&] { backend->Finalize(); });
-  LogIfError(TRITONBACKEND_BackendSetState(handle, nullptr),
-             "clearing the backend state");
+  LogIfError(TRITONBACKEND_BackendSetState(handle, nullptr), "clearing the backend state");
   return error;  // `backend` is deleted here
 }
 
-inline TRITONSERVER_Error* ModelInitialize(
-    TRITONBACKEND_Model* handle) noexcept {
+inline TRITONSERVER_Error* ModelInitialize(TRITONBACKEND_Model* handle) noexcept {
   return Guard([&] {
     Backend& backend = BackendOf(handle);
     auto model = std::make_unique<Model>(handle, backend);
@@ -224,21 +210,17 @@ inline TRITONSERVER_Error* ModelInitialize(
 
 inline TRITONSERVER_Error* ModelFinalize(TRITONBACKEND_Model* handle) noexcept {
   std::unique_ptr<Model> model;
-  if (TRITONSERVER_Error* error = Guard([&] {
-        model.reset(StateOf<Model>(handle, &TRITONBACKEND_ModelState));
-      })) {
+  if (TRITONSERVER_Error* error =
+          Guard([&] { model.reset(StateOf<Model>(handle, &TRITONBACKEND_ModelState)); })) {
     return error;
   }
   if (model == nullptr) return nullptr;  // ModelInitialize failed
-  TRITONSERVER_Error* error =
-      Guard([&] { model->backend().ModelFinalize(*model); });
-  LogIfError(TRITONBACKEND_ModelSetState(handle, nullptr),
-             "clearing the model state");
+  TRITONSERVER_Error* error = Guard([&] { model->backend().ModelFinalize(*model); });
+  LogIfError(TRITONBACKEND_ModelSetState(handle, nullptr), "clearing the model state");
   return error;
 }
 
-inline TRITONSERVER_Error* InstanceInitialize(
-    TRITONBACKEND_ModelInstance* handle) noexcept {
+inline TRITONSERVER_Error* InstanceInitialize(TRITONBACKEND_ModelInstance* handle) noexcept {
   return Guard([&] {
     TRITONBACKEND_Model* model_handle = nullptr;
     Check(TRITONBACKEND_ModelInstanceModel(handle, &model_handle));
@@ -253,32 +235,25 @@ inline TRITONSERVER_Error* InstanceInitialize(
   });
 }
 
-inline TRITONSERVER_Error* InstanceFinalize(
-    TRITONBACKEND_ModelInstance* handle) noexcept {
+inline TRITONSERVER_Error* InstanceFinalize(TRITONBACKEND_ModelInstance* handle) noexcept {
   std::unique_ptr<Instance> instance;
-  if (TRITONSERVER_Error* error = Guard([&] {
-        instance.reset(
-            StateOf<Instance>(handle, &TRITONBACKEND_ModelInstanceState));
-      })) {
+  if (TRITONSERVER_Error* error = Guard(
+          [&] { instance.reset(StateOf<Instance>(handle, &TRITONBACKEND_ModelInstanceState)); })) {
     return error;
   }
   if (instance == nullptr) return nullptr;  // InstanceInitialize failed
   TRITONSERVER_Error* error =
       Guard([&] { instance->model().backend().InstanceFinalize(*instance); });
-  LogIfError(TRITONBACKEND_ModelInstanceSetState(handle, nullptr),
-             "clearing the instance state");
+  LogIfError(TRITONBACKEND_ModelInstanceSetState(handle, nullptr), "clearing the instance state");
   return error;
 }
 
 // Answers, reports and releases each request the backend did not keep,
 // once Execute is done, and reports the batch.
-inline void Complete(Instance& instance, Requests& batch, uint64_t exec_start,
-                     uint64_t call_start, uint64_t call_end,
-                     const std::optional<Error>& thrown) noexcept {
-  const uint64_t start =
-      Access::ComputeStart(batch) ? Access::ComputeStart(batch) : call_start;
-  const uint64_t end =
-      Access::ComputeEnd(batch) ? Access::ComputeEnd(batch) : call_end;
+inline void Complete(Instance& instance, Requests& batch, uint64_t exec_start, uint64_t call_start,
+                     uint64_t call_end, const std::optional<Error>& thrown) noexcept {
+  const uint64_t start = Access::ComputeStart(batch) ? Access::ComputeStart(batch) : call_start;
+  const uint64_t end = Access::ComputeEnd(batch) ? Access::ComputeEnd(batch) : call_end;
   // Kept requests count as computed over the whole call.
   uint64_t batch_size = Access::KeptBatchSize(batch);
   uint64_t first_compute = batch_size > 0 ? start : 0;
@@ -295,8 +270,7 @@ inline void Complete(Instance& instance, Requests& batch, uint64_t exec_start,
                      "final response for this request");
       }
     }
-    const auto [compute_start, compute_end] =
-        Access::Report(request, start, end);
+    const auto [compute_start, compute_end] = Access::Report(request, start, end);
     if (!request.failed()) {
       uint64_t size = 1;
       TRITONSERVER_Error* error = Guard([&] { size = request.batch_size(); });
@@ -307,15 +281,13 @@ inline void Complete(Instance& instance, Requests& batch, uint64_t exec_start,
       }
       if (compute_end > last_compute) last_compute = compute_end;
     }
-    LogIfError(TRITONBACKEND_RequestRelease(request.handle(),
-                                            TRITONSERVER_REQUEST_RELEASE_ALL),
+    LogIfError(TRITONBACKEND_RequestRelease(request.handle(), TRITONSERVER_REQUEST_RELEASE_ALL),
                "releasing a request");
   }
   // The batch is what the instance computed: the requests that succeeded.
   if (batch_size > 0) {
     LogIfError(TRITONBACKEND_ModelInstanceReportBatchStatistics(
-                   instance.handle(), batch_size, exec_start, first_compute,
-                   last_compute, NowNs()),
+                   instance.handle(), batch_size, exec_start, first_compute, last_compute, NowNs()),
                "reporting batch statistics");
   }
 }
@@ -353,12 +325,11 @@ inline TRITONSERVER_Error* InstanceExecute(TRITONBACKEND_ModelInstance* handle,
   const uint64_t call_start = NowNs();
   Access::SetCallStart(*batch, call_start);
   if (!batch->empty()) {
-    if (TRITONSERVER_Error* error = Guard(
-            [&] { instance->model().backend().Execute(*instance, *batch); })) {
+    if (TRITONSERVER_Error* error =
+            Guard([&] { instance->model().backend().Execute(*instance, *batch); })) {
       ErrorPtr owned(error);
       try {
-        thrown.emplace(TRITONSERVER_ErrorCode(error),
-                       TRITONSERVER_ErrorMessage(error));
+        thrown.emplace(TRITONSERVER_ErrorCode(error), TRITONSERVER_ErrorMessage(error));
       } catch (...) {  // out of memory: the requests still get an error
       }
     }
@@ -373,47 +344,42 @@ inline TRITONSERVER_Error* InstanceExecute(TRITONBACKEND_ModelInstance* handle,
 // Exports the seven TRITONBACKEND_* entry points for the Backend subclass
 // `BackendClass` (default-constructible). Use it once per backend library,
 // at namespace scope.
-#define TRITONSERVER_BACKEND(BackendClass)                                     \
-  static_assert(                                                               \
-      std::is_base_of_v<::tritonserver::backend::Backend, BackendClass>,       \
-      "TRITONSERVER_BACKEND: " #BackendClass                                   \
-      " must derive from tritonserver::backend::Backend");                     \
-  static_assert(std::is_default_constructible_v<BackendClass>,                 \
-                "TRITONSERVER_BACKEND: " #BackendClass                         \
-                " needs a default constructor");                               \
-  extern "C" {                                                                 \
-  TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_Initialize(            \
-      TRITONBACKEND_Backend* backend) {                                        \
-    return ::tritonserver::backend::detail::Initialize(                        \
-        backend, []() -> std::unique_ptr<::tritonserver::backend::Backend> {   \
-          return std::make_unique<BackendClass>();                             \
-        });                                                                    \
-  }                                                                            \
-  TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_Finalize(              \
-      TRITONBACKEND_Backend* backend) {                                        \
-    return ::tritonserver::backend::detail::Finalize(backend);                 \
-  }                                                                            \
-  TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(       \
-      TRITONBACKEND_Model* model) {                                            \
-    return ::tritonserver::backend::detail::ModelInitialize(model);            \
-  }                                                                            \
-  TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(         \
-      TRITONBACKEND_Model* model) {                                            \
-    return ::tritonserver::backend::detail::ModelFinalize(model);              \
-  }                                                                            \
-  TRITONBACKEND_ISPEC TRITONSERVER_Error*                                      \
-  TRITONBACKEND_ModelInstanceInitialize(                                       \
-      TRITONBACKEND_ModelInstance* instance) {                                 \
-    return ::tritonserver::backend::detail::InstanceInitialize(instance);      \
-  }                                                                            \
-  TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize( \
-      TRITONBACKEND_ModelInstance* instance) {                                 \
-    return ::tritonserver::backend::detail::InstanceFinalize(instance);        \
-  }                                                                            \
-  TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(  \
-      TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request** requests, \
-      const uint32_t request_count) {                                          \
-    return ::tritonserver::backend::detail::InstanceExecute(                   \
-        instance, requests, request_count);                                    \
-  }                                                                            \
+#define TRITONSERVER_BACKEND(BackendClass)                                                         \
+  static_assert(std::is_base_of_v<::tritonserver::backend::Backend, BackendClass>,                 \
+                "TRITONSERVER_BACKEND: " #BackendClass                                             \
+                " must derive from tritonserver::backend::Backend");                               \
+  static_assert(std::is_default_constructible_v<BackendClass>,                                     \
+                "TRITONSERVER_BACKEND: " #BackendClass " needs a default constructor");            \
+  extern "C" {                                                                                     \
+  TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_Initialize(                                \
+      TRITONBACKEND_Backend* backend) {                                                            \
+    return ::tritonserver::backend::detail::Initialize(                                            \
+        backend, []() -> std::unique_ptr<::tritonserver::backend::Backend> {                       \
+          return std::make_unique<BackendClass>();                                                 \
+        });                                                                                        \
+  }                                                                                                \
+  TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_Finalize(TRITONBACKEND_Backend* backend) { \
+    return ::tritonserver::backend::detail::Finalize(backend);                                     \
+  }                                                                                                \
+  TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(                           \
+      TRITONBACKEND_Model* model) {                                                                \
+    return ::tritonserver::backend::detail::ModelInitialize(model);                                \
+  }                                                                                                \
+  TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(                             \
+      TRITONBACKEND_Model* model) {                                                                \
+    return ::tritonserver::backend::detail::ModelFinalize(model);                                  \
+  }                                                                                                \
+  TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(                   \
+      TRITONBACKEND_ModelInstance* instance) {                                                     \
+    return ::tritonserver::backend::detail::InstanceInitialize(instance);                          \
+  }                                                                                                \
+  TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(                     \
+      TRITONBACKEND_ModelInstance* instance) {                                                     \
+    return ::tritonserver::backend::detail::InstanceFinalize(instance);                            \
+  }                                                                                                \
+  TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(                      \
+      TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request** requests,                     \
+      const uint32_t request_count) {                                                              \
+    return ::tritonserver::backend::detail::InstanceExecute(instance, requests, request_count);    \
+  }                                                                                                \
   }

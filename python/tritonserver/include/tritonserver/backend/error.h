@@ -20,8 +20,7 @@ class Error : public std::exception {
  public:
   Error(TRITONSERVER_Error_Code code, std::string message)
       : code_(code), message_(std::move(message)) {}
-  explicit Error(std::string message)
-      : Error(TRITONSERVER_ERROR_INTERNAL, std::move(message)) {}
+  explicit Error(std::string message) : Error(TRITONSERVER_ERROR_INTERNAL, std::move(message)) {}
 
   static Error InvalidArgument(std::string message) {
     return Error(TRITONSERVER_ERROR_INVALID_ARG, std::move(message));
@@ -54,9 +53,7 @@ class Error : public std::exception {
 namespace detail {
 
 struct ErrorDeleter {
-  void operator()(TRITONSERVER_Error* error) const noexcept {
-    TRITONSERVER_ErrorDelete(error);
-  }
+  void operator()(TRITONSERVER_Error* error) const noexcept { TRITONSERVER_ErrorDelete(error); }
 };
 using ErrorPtr = std::unique_ptr<TRITONSERVER_Error, ErrorDeleter>;
 
@@ -75,8 +72,7 @@ inline TRITONSERVER_Error* CurrentExceptionToError() noexcept {
   } catch (const std::exception& e) {
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, e.what());
   } catch (...) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                                 "unknown exception in backend");
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "unknown exception in backend");
   }
 }
 
@@ -105,23 +101,19 @@ TRITONSERVER_Error* Guard(Fn&& body) noexcept {
 // Logging never throws.
 
 inline void Log(TRITONSERVER_LogLevel level, const std::string& message,
-                const char* file = __builtin_FILE(),
-                int line = __builtin_LINE()) noexcept {
+                const char* file = __builtin_FILE(), int line = __builtin_LINE()) noexcept {
   if (!TRITONSERVER_LogIsEnabled(level)) return;
   detail::ErrorPtr(TRITONSERVER_LogMessage(level, file, line, message.c_str()));
 }
-inline void LogInfo(const std::string& message,
-                    const char* file = __builtin_FILE(),
+inline void LogInfo(const std::string& message, const char* file = __builtin_FILE(),
                     int line = __builtin_LINE()) noexcept {
   Log(TRITONSERVER_LOG_INFO, message, file, line);
 }
-inline void LogWarning(const std::string& message,
-                       const char* file = __builtin_FILE(),
+inline void LogWarning(const std::string& message, const char* file = __builtin_FILE(),
                        int line = __builtin_LINE()) noexcept {
   Log(TRITONSERVER_LOG_WARN, message, file, line);
 }
-inline void LogError(const std::string& message,
-                     const char* file = __builtin_FILE(),
+inline void LogError(const std::string& message, const char* file = __builtin_FILE(),
                      int line = __builtin_LINE()) noexcept {
   Log(TRITONSERVER_LOG_ERROR, message, file, line);
 }
@@ -136,8 +128,7 @@ inline void LogIfError(TRITONSERVER_Error* error, const char* what) noexcept {
   try {
     LogError(std::string(what) + ": " + TRITONSERVER_ErrorMessage(error));
   } catch (...) {  // out of memory building the message
-    ErrorPtr(TRITONSERVER_LogMessage(TRITONSERVER_LOG_ERROR, __FILE__, __LINE__,
-                                     what));
+    ErrorPtr(TRITONSERVER_LogMessage(TRITONSERVER_LOG_ERROR, __FILE__, __LINE__, what));
   }
 }
 

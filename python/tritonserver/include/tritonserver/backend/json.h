@@ -72,14 +72,11 @@ class Json {
     return found != nullptr ? *found : Null();
   }
   const Json& operator[](size_t index) const {
-    return type_ == Type::kArray && index < array_.size() ? array_[index]
-                                                          : Null();
+    return type_ == Type::kArray && index < array_.size() ? array_[index] : Null();
   }
   // Elements of an array or members of an object; 0 otherwise.
   size_t size() const {
-    return type_ == Type::kArray    ? array_.size()
-           : type_ == Type::kObject ? object_.size()
-                                    : 0;
+    return type_ == Type::kArray ? array_.size() : type_ == Type::kObject ? object_.size() : 0;
   }
 
  private:
@@ -108,8 +105,8 @@ class Json {
   }
   void Expect(Type type) const {
     if (type_ != type) {
-      throw Error::InvalidArgument(std::string("JSON value is ") +
-                                   TypeName(type_) + ", not " + TypeName(type));
+      throw Error::InvalidArgument(std::string("JSON value is ") + TypeName(type_) + ", not " +
+                                   TypeName(type));
     }
   }
   const Json* Find(std::string_view key) const {
@@ -133,8 +130,7 @@ inline double Json::AsDouble() const {
   char* end = nullptr;
   const double value = std::strtod(text_.c_str(), &end);
   if (text_.empty() || end != text_.c_str() + text_.size() || errno != 0) {
-    throw Error::InvalidArgument("JSON value '" + text_ +
-                                 "' is not a floating-point number");
+    throw Error::InvalidArgument("JSON value '" + text_ + "' is not a floating-point number");
   }
   return value;
 }
@@ -145,8 +141,7 @@ inline int64_t Json::AsInt() const {
   char* end = nullptr;
   const long long value = std::strtoll(text_.c_str(), &end, 10);
   if (text_.empty() || end != text_.c_str() + text_.size() || errno != 0) {
-    throw Error::InvalidArgument("JSON value '" + text_ +
-                                 "' is not a 64-bit integer");
+    throw Error::InvalidArgument("JSON value '" + text_ + "' is not a 64-bit integer");
   }
   return static_cast<int64_t>(value);
 }
@@ -167,13 +162,11 @@ class JsonParser {
   static constexpr int kMaxDepth = 256;
 
   [[noreturn]] void Fail(const std::string& what) const {
-    throw Error::InvalidArgument("malformed JSON at offset " +
-                                 std::to_string(pos_) + ": " + what);
+    throw Error::InvalidArgument("malformed JSON at offset " + std::to_string(pos_) + ": " + what);
   }
   void SkipSpace() {
-    while (pos_ < text_.size() &&
-           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
-            text_[pos_] == '\r')) {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
+                                   text_[pos_] == '\n' || text_[pos_] == '\r')) {
       ++pos_;
     }
   }
@@ -309,8 +302,7 @@ class JsonParser {
       if (pos_ >= text_.size()) Fail("unterminated string");
       const char c = text_[pos_++];
       if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20)
-        Fail("control character in string");
+      if (static_cast<unsigned char>(c) < 0x20) Fail("control character in string");
       if (c != '\\') {
         out += c;
         continue;
@@ -366,8 +358,6 @@ class JsonParser {
   size_t pos_ = 0;
 };
 
-inline Json Json::Parse(std::string_view text) {
-  return JsonParser(text).ParseDocument();
-}
+inline Json Json::Parse(std::string_view text) { return JsonParser(text).ParseDocument(); }
 
 }  // namespace tritonserver::backend

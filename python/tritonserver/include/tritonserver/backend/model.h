@@ -38,10 +38,9 @@ inline std::string MessageJson(TRITONSERVER_Message* message) {
 
 // Steady-clock nanoseconds: the clock the core's statistics use.
 inline uint64_t NowNs() noexcept {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::steady_clock::now().time_since_epoch())
-          .count());
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
 }
 
 template <typename T>
@@ -121,8 +120,7 @@ class WithState {
 
 class Model : public WithState {
  public:
-  Model(TRITONBACKEND_Model* model, Backend& backend)
-      : handle_(model), backend_(&backend) {
+  Model(TRITONBACKEND_Model* model, Backend& backend) : handle_(model), backend_(&backend) {
     const char* name = nullptr;
     Check(TRITONBACKEND_ModelName(model, &name));
     name_ = name;
@@ -153,9 +151,7 @@ class Model : public WithState {
   bool batching() const { return max_batch_size_ > 0; }
   // A decoupled model may send any number of responses per request.
   bool decoupled() const { return decoupled_; }
-  bool sequence_batching() const {
-    return config_.Contains("sequence_batching");
-  }
+  bool sequence_batching() const { return config_.Contains("sequence_batching"); }
 
   // The model's folder in its repository.
   std::string repository_path() const {

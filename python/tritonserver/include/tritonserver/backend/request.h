@@ -39,9 +39,7 @@ struct CorrelationId {
   bool is_string = false;
 
   // "42" or "s:abc": one key per sequence, whichever kind of id it has.
-  std::string Key() const {
-    return is_string ? "s:" + text : std::to_string(number);
-  }
+  std::string Key() const { return is_string ? "s:" + text : std::to_string(number); }
   bool empty() const { return is_string ? text.empty() : number == 0; }
 };
 
@@ -49,8 +47,7 @@ struct CorrelationId {
 // a response dropped without Send is deleted and the client sees nothing.
 class Response {
  public:
-  Response(Response&& other) noexcept
-      : request_(other.request_), handle_(other.handle_) {
+  Response(Response&& other) noexcept : request_(other.request_), handle_(other.handle_) {
     other.handle_ = nullptr;
   }
   Response& operator=(Response&& other) noexcept {
@@ -78,15 +75,13 @@ class Response {
     if (byte_size.has_value()) {
       size = *byte_size;
     } else if (ElementByteSize(dtype) == 0) {
-      throw Error::InvalidArgument("output '" + name + "' is " +
-                                   DataTypeName(dtype) +
+      throw Error::InvalidArgument("output '" + name + "' is " + DataTypeName(dtype) +
                                    ": give its byte size");
     } else {
       size = ElementCount(shape) * ElementByteSize(dtype);
     }
     TRITONBACKEND_Output* output = nullptr;
-    Check(TRITONBACKEND_ResponseOutput(handle_, &output, name.c_str(), dtype,
-                                       shape.data(),
+    Check(TRITONBACKEND_ResponseOutput(handle_, &output, name.c_str(), dtype, shape.data(),
                                        static_cast<uint32_t>(shape.size())));
     void* buffer = nullptr;
     TRITONSERVER_MemoryType type = TRITONSERVER_MEMORY_CPU;
@@ -102,23 +97,20 @@ class Response {
 
   // Adds an output holding a copy of `byte_size` bytes at `data`.
   void SetOutputBytes(const std::string& name, TRITONSERVER_DataType dtype,
-                      const std::vector<int64_t>& shape, const void* data,
-                      uint64_t byte_size) {
+                      const std::vector<int64_t>& shape, const void* data, uint64_t byte_size) {
     OutputTensor out = AddOutput(name, dtype, shape, byte_size);
     if (byte_size != 0) std::memcpy(out.data(), data, byte_size);
   }
 
   // Adds an output holding a copy of `values` (shape's element count of T).
   template <typename T>
-  void SetOutput(const std::string& name, const std::vector<int64_t>& shape,
-                 const T* values, size_t count) {
+  void SetOutput(const std::string& name, const std::vector<int64_t>& shape, const T* values,
+                 size_t count) {
     if (count != ElementCount(shape)) {
-      throw Error::InvalidArgument(
-          "output '" + name + "': " + std::to_string(count) +
-          " values do not fill shape " + ShapeString(shape));
+      throw Error::InvalidArgument("output '" + name + "': " + std::to_string(count) +
+                                   " values do not fill shape " + ShapeString(shape));
     }
-    SetOutputBytes(name, DataTypeOf<T>::value, shape, values,
-                   count * sizeof(T));
+    SetOutputBytes(name, DataTypeOf<T>::value, shape, values, count * sizeof(T));
   }
   template <typename T>
   void SetOutput(const std::string& name, const std::vector<int64_t>& shape,
@@ -128,18 +120,15 @@ class Response {
 
   // Adds a BYTES output from strings (anything std::string_view converts from).
   template <typename Strings>
-  void SetStringOutput(const std::string& name,
-                       const std::vector<int64_t>& shape,
+  void SetStringOutput(const std::string& name, const std::vector<int64_t>& shape,
                        const Strings& values) {
     const std::string wire = SerializeStrings(values);
-    SetOutputBytes(name, TRITONSERVER_TYPE_BYTES, shape, wire.data(),
-                   wire.size());
+    SetOutputBytes(name, TRITONSERVER_TYPE_BYTES, shape, wire.data(), wire.size());
   }
 
   void SetStringParameter(const std::string& name, const std::string& value) {
     RequireOpen();
-    Check(TRITONBACKEND_ResponseSetStringParameter(handle_, name.c_str(),
-                                                   value.c_str()));
+    Check(TRITONBACKEND_ResponseSetStringParameter(handle_, name.c_str(), value.c_str()));
   }
   void SetIntParameter(const std::string& name, int64_t value) {
     RequireOpen();
@@ -151,8 +140,7 @@ class Response {
   }
   void SetDoubleParameter(const std::string& name, double value) {
     RequireOpen();
-    Check(
-        TRITONBACKEND_ResponseSetDoubleParameter(handle_, name.c_str(), value));
+    Check(TRITONBACKEND_ResponseSetDoubleParameter(handle_, name.c_str(), value));
   }
 
   // Sends the response. `final` (the default) makes it the request's last
@@ -161,8 +149,7 @@ class Response {
 
  private:
   friend class Request;
-  Response(Request* request, TRITONBACKEND_Response* handle)
-      : request_(request), handle_(handle) {}
+  Response(Request* request, TRITONBACKEND_Response* handle) : request_(request), handle_(handle) {}
 
   void RequireOpen() const {
     if (handle_ == nullptr) {
@@ -171,8 +158,7 @@ class Response {
   }
   void Drop() noexcept {
     if (handle_ != nullptr) {
-      detail::LogIfError(TRITONBACKEND_ResponseDelete(handle_),
-                         "deleting an unsent response");
+      detail::LogIfError(TRITONBACKEND_ResponseDelete(handle_), "deleting an unsent response");
       handle_ = nullptr;
     }
   }
@@ -203,8 +189,7 @@ class Request {
                          "deleting a response factory");
     }
     if (kept_) {
-      detail::LogIfError(TRITONBACKEND_RequestRelease(
-                             handle_, TRITONSERVER_REQUEST_RELEASE_ALL),
+      detail::LogIfError(TRITONBACKEND_RequestRelease(handle_, TRITONSERVER_REQUEST_RELEASE_ALL),
                          "releasing a request");
     }
   }
@@ -223,8 +208,7 @@ class Request {
 
   CorrelationId correlation_id() const {
     CorrelationId out;
-    TRITONSERVER_Error* error =
-        TRITONBACKEND_RequestCorrelationId(handle_, &out.number);
+    TRITONSERVER_Error* error = TRITONBACKEND_RequestCorrelationId(handle_, &out.number);
     if (error == nullptr) return out;
     detail::ErrorPtr owned(error);  // not a number: then it is a string
     const char* text = nullptr;
@@ -240,12 +224,8 @@ class Request {
     Check(TRITONBACKEND_RequestFlags(handle_, &flags));
     return flags;
   }
-  bool sequence_start() const {
-    return (flags() & TRITONSERVER_REQUEST_FLAG_SEQUENCE_START) != 0;
-  }
-  bool sequence_end() const {
-    return (flags() & TRITONSERVER_REQUEST_FLAG_SEQUENCE_END) != 0;
-  }
+  bool sequence_start() const { return (flags() & TRITONSERVER_REQUEST_FLAG_SEQUENCE_START) != 0; }
+  bool sequence_end() const { return (flags() & TRITONSERVER_REQUEST_FLAG_SEQUENCE_END) != 0; }
 
   // The client's timeout in microseconds (0: none).
   uint64_t timeout_us() const {
@@ -280,16 +260,14 @@ class Request {
 
   bool HasInput(const std::string& name) const {
     TRITONBACKEND_Input* input = nullptr;
-    TRITONSERVER_Error* error =
-        TRITONBACKEND_RequestInput(handle_, name.c_str(), &input);
+    TRITONSERVER_Error* error = TRITONBACKEND_RequestInput(handle_, name.c_str(), &input);
     detail::ErrorPtr owned(error);
     return error == nullptr;
   }
 
   InputTensor Input(const std::string& name) const {
     TRITONBACKEND_Input* input = nullptr;
-    if (TRITONSERVER_Error* error =
-            TRITONBACKEND_RequestInput(handle_, name.c_str(), &input)) {
+    if (TRITONSERVER_Error* error = TRITONBACKEND_RequestInput(handle_, name.c_str(), &input)) {
       detail::ErrorPtr owned(error);
       throw Error::InvalidArgument("the request has no input '" + name + "'");
     }
@@ -324,8 +302,7 @@ class Request {
     const int64_t* shape = nullptr;
     uint32_t dims = 0;
     Check(TRITONBACKEND_RequestInputByIndex(handle_, 0, &input));
-    Check(TRITONBACKEND_InputProperties(input, nullptr, nullptr, &shape, &dims,
-                                        nullptr, nullptr));
+    Check(TRITONBACKEND_InputProperties(input, nullptr, nullptr, &shape, &dims, nullptr, nullptr));
     return dims > 0 && shape[0] > 0 ? static_cast<uint64_t>(shape[0]) : 1;
   }
 
@@ -374,8 +351,7 @@ class Request {
                             "' is not decoupled: answer each request with "
                             "one response (Response::Send)");
     }
-    Check(TRITONBACKEND_ResponseFactorySendFlags(
-        Factory(), TRITONSERVER_RESPONSE_COMPLETE_FINAL));
+    Check(TRITONBACKEND_ResponseFactorySendFlags(Factory(), TRITONSERVER_RESPONSE_COMPLETE_FINAL));
     MarkFinished(false);
   }
 
@@ -384,20 +360,18 @@ class Request {
   void Fail(const Error& error) noexcept { Fail(error.code(), error.what()); }
   void Fail(TRITONSERVER_Error_Code code, const char* message) noexcept {
     if (finished_) {
-      LogError(std::string("request failed after its final response: ") +
-               message);
+      LogError(std::string("request failed after its final response: ") + message);
       return;
     }
     MarkFinished(true);
     detail::ErrorPtr error(TRITONSERVER_ErrorNew(code, message));
     TRITONBACKEND_Response* response = nullptr;
-    TRITONSERVER_Error* failed =
-        factory_ != nullptr
-            ? TRITONBACKEND_ResponseNewFromFactory(&response, factory_)
-            : TRITONBACKEND_ResponseNew(&response, handle_);
+    TRITONSERVER_Error* failed = factory_ != nullptr
+                                     ? TRITONBACKEND_ResponseNewFromFactory(&response, factory_)
+                                     : TRITONBACKEND_ResponseNew(&response, handle_);
     if (failed == nullptr) {
-      failed = TRITONBACKEND_ResponseSend(
-          response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error.get());
+      failed =
+          TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error.get());
     }
     detail::LogIfError(failed, "sending an error response");
   }
@@ -437,8 +411,7 @@ class Request {
     return policy.empty() ? nullptr : policy.c_str();
   }
 
-  const void* FindParameter(std::string_view key,
-                            TRITONSERVER_ParameterType type) const {
+  const void* FindParameter(std::string_view key, TRITONSERVER_ParameterType type) const {
     uint32_t count = 0;
     Check(TRITONBACKEND_RequestParameterCount(handle_, &count));
     for (uint32_t i = 0; i < count; ++i) {
@@ -448,10 +421,9 @@ class Request {
       Check(TRITONBACKEND_RequestParameter(handle_, i, &name, &found, &value));
       if (name != nullptr && key == name) {
         if (found != type) {
-          throw Error::InvalidArgument(
-              "request parameter '" + std::string(key) + "' is " +
-              TRITONSERVER_ParameterTypeString(found) + ", not " +
-              TRITONSERVER_ParameterTypeString(type));
+          throw Error::InvalidArgument("request parameter '" + std::string(key) + "' is " +
+                                       TRITONSERVER_ParameterTypeString(found) + ", not " +
+                                       TRITONSERVER_ParameterTypeString(type));
         }
         return value;
       }
@@ -485,17 +457,15 @@ class Request {
   // compute times default to `start` and `end` (capped by the request's own
   // end), so that exec start <= compute start <= compute end <= end.
   // Returns the compute start and end it reported.
-  std::pair<uint64_t, uint64_t> ReportStatistics(uint64_t start,
-                                                 uint64_t end) const noexcept {
+  std::pair<uint64_t, uint64_t> ReportStatistics(uint64_t start, uint64_t end) const noexcept {
     uint64_t compute_start = compute_start_ns_ ? compute_start_ns_ : start;
     uint64_t compute_end = compute_end_ns_ ? compute_end_ns_ : end;
     if (compute_end > finish_ns_) compute_end = finish_ns_;
     if (compute_start < exec_start_ns_) compute_start = exec_start_ns_;
     if (compute_start > compute_end) compute_start = compute_end;
     detail::LogIfError(TRITONBACKEND_ModelInstanceReportStatistics(
-                           instance_->handle(), handle_, !failed_,
-                           exec_start_ns_, compute_start, compute_end,
-                           finish_ns_),
+                           instance_->handle(), handle_, !failed_, exec_start_ns_, compute_start,
+                           compute_end, finish_ns_),
                        "reporting request statistics");
     return {compute_start, compute_end};
   }
@@ -509,11 +479,9 @@ class Request {
   uint64_t finish_ns_ = 0;
   uint64_t compute_start_ns_ = 0;
   uint64_t compute_end_ns_ = 0;
-  uint64_t exec_start_ns_ = 0;    // when the core handed over its batch
+  uint64_t exec_start_ns_ = 0;     // when the core handed over its batch
   uint64_t default_start_ns_ = 0;  // compute start when none was marked
 };
-
-
 
 inline void Response::Send(bool final) {
   RequireOpen();
@@ -525,8 +493,8 @@ inline void Response::Send(bool final) {
   TRITONBACKEND_Response* response = handle_;
   handle_ = nullptr;  // the core owns it now, even if sending fails
   // A failed send leaves the request open: it is then failed with the error.
-  Check(TRITONBACKEND_ResponseSend(
-      response, final ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0, nullptr));
+  Check(TRITONBACKEND_ResponseSend(response, final ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0,
+                                   nullptr));
   if (final) request_->MarkFinished(false);
 }
 
@@ -604,21 +572,18 @@ class Requests {
       }
       if (!kept->failed()) {
         uint64_t size = 1;
-        detail::LogIfError(
-            Guard([&] { size = kept->batch_size(); }),
-            "reading a request's batch size");
+        detail::LogIfError(Guard([&] { size = kept->batch_size(); }),
+                           "reading a request's batch size");
         kept_batch_size_ += size;
       }
       kept->kept_ = true;
-      kept->default_start_ns_ =
-          compute_start_ns_ ? compute_start_ns_ : call_start_ns_;
+      kept->default_start_ns_ = compute_start_ns_ ? compute_start_ns_ : call_start_ns_;
       if (kept->finished()) {
         kept->ReportStatistics(kept->default_start_ns_, kept->finish_ns_);
       }
       return kept;
     }
-    throw Error::InvalidArgument(
-        "Requests::Keep: the request is not (or no longer) in this batch");
+    throw Error::InvalidArgument("Requests::Keep: the request is not (or no longer) in this batch");
   }
 
  private:
@@ -641,7 +606,7 @@ class Requests {
   std::vector<Request*> active_;  // what Execute sees
   uint64_t compute_start_ns_ = 0;
   uint64_t compute_end_ns_ = 0;
-  uint64_t call_start_ns_ = 0;   // when Execute was called
+  uint64_t call_start_ns_ = 0;    // when Execute was called
   uint64_t kept_batch_size_ = 0;  // of the kept requests not failed
 };
 

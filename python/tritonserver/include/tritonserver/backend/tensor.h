@@ -67,8 +67,7 @@ inline std::string ShapeString(const std::vector<int64_t>& shape) {
 }
 
 inline bool IsHostMemory(TRITONSERVER_MemoryType type) {
-  return type == TRITONSERVER_MEMORY_CPU ||
-         type == TRITONSERVER_MEMORY_CPU_PINNED;
+  return type == TRITONSERVER_MEMORY_CPU || type == TRITONSERVER_MEMORY_CPU_PINNED;
 }
 
 // A contiguous run of T (C++17 has no std::span).
@@ -108,17 +107,15 @@ class InputTensor {
     const int64_t* shape = nullptr;
     uint32_t dims = 0;
     uint32_t buffer_count = 0;
-    Check(TRITONBACKEND_InputPropertiesForHostPolicy(
-        input, host_policy, &name, &dtype_, &shape, &dims, &byte_size_,
-        &buffer_count));
+    Check(TRITONBACKEND_InputPropertiesForHostPolicy(input, host_policy, &name, &dtype_, &shape,
+                                                     &dims, &byte_size_, &buffer_count));
     name_ = name;
     shape_.assign(shape, shape + dims);
     buffers_.resize(buffer_count);
     for (uint32_t i = 0; i < buffer_count; ++i) {
       Buffer& b = buffers_[i];
-      Check(TRITONBACKEND_InputBufferForHostPolicy(
-          input, host_policy, i, &b.data, &b.byte_size, &b.memory_type,
-          &b.memory_type_id));
+      Check(TRITONBACKEND_InputBufferForHostPolicy(input, host_policy, i, &b.data, &b.byte_size,
+                                                   &b.memory_type, &b.memory_type_id));
     }
   }
 
@@ -130,8 +127,7 @@ class InputTensor {
   const std::vector<Buffer>& buffers() const { return buffers_; }
   // The memory type of the data (of its first buffer; CPU when empty).
   TRITONSERVER_MemoryType memory_type() const {
-    return buffers_.empty() ? TRITONSERVER_MEMORY_CPU
-                            : buffers_.front().memory_type;
+    return buffers_.empty() ? TRITONSERVER_MEMORY_CPU : buffers_.front().memory_type;
   }
   bool in_host_memory() const {
     for (const Buffer& b : buffers_) {
@@ -184,8 +180,8 @@ class InputTensor {
   // The elements of a BYTES tensor, each a view of the tensor's data.
   std::vector<std::string_view> Strings() const {
     if (dtype_ != TRITONSERVER_TYPE_BYTES) {
-      throw Error::InvalidArgument("input '" + name_ + "' is " +
-                                   DataTypeName(dtype_) + ", not BYTES");
+      throw Error::InvalidArgument("input '" + name_ + "' is " + DataTypeName(dtype_) +
+                                   ", not BYTES");
     }
     const Span<const char> bytes = Bytes();
     std::vector<std::string_view> out;
@@ -196,17 +192,15 @@ class InputTensor {
       std::memcpy(&length, bytes.data() + pos, sizeof(length));
       pos += sizeof(length);
       if (bytes.size() - pos < length) {
-        throw Error::InvalidArgument("input '" + name_ +
-                                     "': a BYTES element overruns the data");
+        throw Error::InvalidArgument("input '" + name_ + "': a BYTES element overruns the data");
       }
       out.emplace_back(bytes.data() + pos, length);
       pos += length;
     }
     if (pos != bytes.size() || out.size() != element_count()) {
-      throw Error::InvalidArgument("input '" + name_ +
-                                   "': BYTES data does not hold " +
-                                   std::to_string(element_count()) +
-                                   " elements of shape " + ShapeString(shape_));
+      throw Error::InvalidArgument("input '" + name_ + "': BYTES data does not hold " +
+                                   std::to_string(element_count()) + " elements of shape " +
+                                   ShapeString(shape_));
     }
     return out;
   }
@@ -214,24 +208,21 @@ class InputTensor {
  private:
   void RequireHost() const {
     if (!in_host_memory()) {
-      throw Error::Unsupported(
-          "input '" + name_ + "' is in " +
-          TRITONSERVER_MemoryTypeString(memory_type()) +
-          " memory; read its buffers() instead of host copies");
+      throw Error::Unsupported("input '" + name_ + "' is in " +
+                               TRITONSERVER_MemoryTypeString(memory_type()) +
+                               " memory; read its buffers() instead of host copies");
     }
   }
 
   template <typename T>
   void CheckElements() const {
     if (dtype_ != DataTypeOf<T>::value) {
-      throw Error::InvalidArgument("input '" + name_ + "' is " +
-                                   DataTypeName(dtype_) + ", not " +
+      throw Error::InvalidArgument("input '" + name_ + "' is " + DataTypeName(dtype_) + ", not " +
                                    DataTypeName(DataTypeOf<T>::value));
     }
     if (byte_size_ != element_count() * sizeof(T)) {
-      throw Error::InvalidArgument(
-          "input '" + name_ + "' has " + std::to_string(byte_size_) +
-          " bytes, which does not match its shape " + ShapeString(shape_));
+      throw Error::InvalidArgument("input '" + name_ + "' has " + std::to_string(byte_size_) +
+                                   " bytes, which does not match its shape " + ShapeString(shape_));
     }
   }
 
@@ -249,8 +240,8 @@ class InputTensor {
 // Lives (and its buffer with it) until the response is sent or dropped.
 class OutputTensor {
  public:
-  OutputTensor(std::string name, TRITONSERVER_DataType dtype,
-               std::vector<int64_t> shape, void* data, uint64_t byte_size)
+  OutputTensor(std::string name, TRITONSERVER_DataType dtype, std::vector<int64_t> shape,
+               void* data, uint64_t byte_size)
       : name_(std::move(name)),
         dtype_(dtype),
         shape_(std::move(shape)),
@@ -267,12 +258,10 @@ class OutputTensor {
   template <typename T>
   Span<T> As() const {
     if (dtype_ != DataTypeOf<T>::value) {
-      throw Error::InvalidArgument("output '" + name_ + "' is " +
-                                   DataTypeName(dtype_) + ", not " +
+      throw Error::InvalidArgument("output '" + name_ + "' is " + DataTypeName(dtype_) + ", not " +
                                    DataTypeName(DataTypeOf<T>::value));
     }
-    return {static_cast<T*>(data_),
-            static_cast<size_t>(byte_size_ / sizeof(T))};
+    return {static_cast<T*>(data_), static_cast<size_t>(byte_size_ / sizeof(T))};
   }
 
  private:
