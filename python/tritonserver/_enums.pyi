@@ -1,5 +1,5 @@
 """Static view of the enums _enums.py builds from the binding's tables,
-for type checkers (tests/test_typing.py checks it against the runtime)."""
+for type checkers (tests/binding/test_stubs.py checks it against the runtime)."""
 
 import enum
 

@@ -14,7 +14,7 @@ import enum
 import json
 import typing
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Callable, Iterable, Iterator, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Union, cast
 
 from tritonserver._enums import InstanceGroupKind, LogFormat, ModelControlMode, RateLimitMode
 from tritonserver._errors import InvalidArgumentError, TritonError
@@ -39,7 +39,7 @@ class ModelLoadDeviceLimit:
 
 
 def _option(default: Any = MISSING, *, setter: str,
-            args: Optional[Callable[[Any], Iterable[tuple]]] = None,
+            args: Optional[Callable[[Any], Iterable[tuple[Any, ...]]]] = None,
             factory: Any = MISSING, check: Any = None) -> Any:
     """A field applied by the binding's `setter`, called once per tuple that
     `args(value)` gives (default: once, with the value; not at all for None).
@@ -50,19 +50,19 @@ def _option(default: Any = MISSING, *, setter: str,
     return field(default=default, metadata=metadata)
 
 
-def _scalar(value: Any) -> Iterable[tuple]:
+def _scalar(value: Any) -> Iterable[tuple[Any, ...]]:
     if value is None:
         return ()
     if isinstance(value, enum.Enum):
-        return ((int(value),),)
+        return ((int(cast(enum.IntEnum, value)),),)  # the options' enums are int enums
     return ((value,),)
 
 
-def _each(value: Any) -> Iterable[tuple]:
+def _each(value: Any) -> Iterable[tuple[Any, ...]]:
     return ((item,) for item in ([value] if isinstance(value, str) else value))
 
 
-def _settings(value: dict[str, dict[str, Any]]) -> Iterable[tuple]:
+def _settings(value: dict[str, dict[str, Any]]) -> Iterable[tuple[Any, ...]]:
     return ((name, key, str(v)) for name, group in value.items() for key, v in group.items())
 
 

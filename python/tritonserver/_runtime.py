@@ -107,7 +107,7 @@ def _is_python_model(options: Any, name: str) -> bool:
 def _models_loaded_at_start(options: Any) -> list[str]:
     if options.model_control_mode == ModelControlMode.EXPLICIT and "*" not in options.startup_models:
         return list(options.startup_models)
-    names = []
+    names: list[str] = []
     for repo in options._repositories():
         if os.path.isdir(repo):
             names.extend(n for n in sorted(os.listdir(repo)) if os.path.isdir(os.path.join(repo, n)))

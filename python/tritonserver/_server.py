@@ -7,7 +7,7 @@ import itertools
 import json
 import os
 import time
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from tritonserver import _runtime
 from tritonserver._c import triton_bindings as _bindings
@@ -40,7 +40,7 @@ class Server:
         elif not isinstance(options, Options):
             raise InvalidArgumentError(f"options must be Options, not {type(options).__name__}")
         self.options = options
-        self._server: Any = None
+        self._server: Optional[_bindings.Server] = None
 
     # ---- Lifecycle ---------------------------------------------------------------
 
@@ -105,7 +105,7 @@ class Server:
         return self._server is not None and self._server.is_ready()
 
     def metadata(self) -> dict[str, Any]:
-        return json.loads(self._handle().metadata())
+        return cast("dict[str, Any]", json.loads(self._handle().metadata()))
 
     def metrics(self, metric_format: MetricFormat = MetricFormat.PROMETHEUS) -> str:
         """Server and model metrics as a str: Prometheus text, or with
@@ -187,7 +187,7 @@ class Server:
 
     # ---- Internal --------------------------------------------------------------------
 
-    def _handle(self) -> Any:
+    def _handle(self) -> _bindings.Server:
         if self._server is None:
             raise InvalidArgumentError("the server is not started")
         return self._server

@@ -31,7 +31,7 @@ def cmake_dir() -> str:
     return os.path.dirname(config)
 
 
-def include_dirs() -> list:
+def include_dirs() -> list[str]:
     """The include folders of the backend SDK and of the Triton C API headers.
 
     An installed package has both under ``tritonserver/include``; a source
@@ -85,7 +85,7 @@ def _print_version() -> int:
     return 0
 
 
-def _install(args) -> int:
+def _install(args: argparse.Namespace) -> int:
     from .install import install_core
     from .stub_env import stub_environment
 

@@ -8,7 +8,6 @@ user's site-packages; ``pip list`` does not show it.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import hashlib
 import json
@@ -23,7 +22,9 @@ from typing import Optional
 
 from . import locate
 from .errors import CoreInstallError
+from .locking import file_lock
 from .locate import MARKER_NAME, PIP_LIBS_DIRNAME, CoreInstall, default_install_dir
+from .stub_env import ensure_stub_env
 
 ENV_WHEEL = "TRITONSERVER_CORE_WHEEL"
 PYTRITON_PACKAGE = "nvidia-pytriton"
@@ -52,22 +53,6 @@ def _sha256(path: str) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-@contextlib.contextmanager
-def _dir_lock(path: str):
-    """Exclusive lock held on ``path`` (a lock file) for the duration."""
-    import fcntl
-
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
 
 
 def _download_wheel(into: str, quiet: bool) -> str:
@@ -192,7 +177,7 @@ def install_core(
             raise CoreInstallError(f"${ENV_WHEEL}={local_wheel} is not a file")
 
     try:
-        with _dir_lock(os.path.join(parent, "." + os.path.basename(dest) + ".lock")):
+        with file_lock(os.path.join(parent, "." + os.path.basename(dest) + ".lock")):
             wheel_sha = _check_wheel(local_wheel) if local_wheel else None
             if not force and _installed_matches(dest, sha256=wheel_sha):
                 _say(quiet, f"Triton core {TRITON_VERSION} already installed in {dest}")
@@ -202,7 +187,6 @@ def install_core(
         raise CoreInstallError(f"installing the Triton core into {dest} failed: {e}") from e
 
     if stub_env:
-        from .stub_env import ensure_stub_env
 
         ensure_stub_env(dest, quiet=quiet)
 
@@ -214,6 +198,7 @@ def install_core(
 
 
 def _install_locked(dest: str, parent: str, local_wheel: Optional[str], wheel_sha: Optional[str], quiet: bool) -> None:
+    staging: Optional[str]  # None once moved into place
     staging = tempfile.mkdtemp(prefix="." + os.path.basename(dest) + ".new-", dir=parent)
     download_dir = None
     try:

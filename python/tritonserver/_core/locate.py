@@ -21,7 +21,7 @@ import re
 import sys
 import threading
 from dataclasses import asdict, dataclass
-from typing import Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence, cast
 
 from .errors import INSTALL_COMMAND, CoreNotFoundError
 
@@ -53,7 +53,7 @@ class CoreInstall:
     executable: Optional[str]
     source: str  # "env" | "pip" | "container"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -98,9 +98,10 @@ def _stub_matches_python(stub: str, version: "tuple[int, int]") -> bool:
     return re.search(rb"libpython3\.[0-9]+", data) is None
 
 
-def _fill_from_root(root: Optional[str]) -> dict:
+def _fill_from_root(root: Optional[str]) -> dict[str, Optional[str]]:
     """python backend, stub, caches and executable found under ``root``."""
-    out = dict(python_backend_dir=None, stub_path=None, cache_dir=None, executable=None)
+    out: dict[str, Optional[str]] = dict(python_backend_dir=None, stub_path=None, cache_dir=None,
+                                         executable=None)
     if not root:
         return out
     ver = sys.version_info[:2]
@@ -198,7 +199,7 @@ def _sys_path_dirs(entries: Iterable[str]) -> "list[str]":
 
 def search_core(
     *,
-    env_value=_UNSET,
+    env_value: object = _UNSET,  # Optional[str]; _UNSET: read $TRITONSERVER_CORE
     install_dir: Optional[str] = None,
     search_path: Optional[Sequence[str]] = None,
     container_root: Optional[str] = None,
@@ -211,7 +212,7 @@ def search_core(
     container_root = container_root or CONTAINER_ROOT
 
     if env_value:
-        core = inspect_path(env_value, "env")
+        core = inspect_path(cast(str, env_value), "env")
         if core is not None:
             return core
         raise CoreNotFoundError(
@@ -285,7 +286,7 @@ def install_base(core: CoreInstall) -> str:
     return os.path.dirname(core.libs_dir)
 
 
-def read_marker(base: str) -> Optional[dict]:
+def read_marker(base: str) -> Optional[dict[str, Any]]:
     """The marker JSON our installer writes at the install destination, or None."""
     try:
         with open(os.path.join(base, MARKER_NAME), encoding="utf-8") as f:
@@ -319,7 +320,7 @@ def core_version(core: CoreInstall) -> Optional[str]:
     base = install_base(core)
     marker = read_marker(base)
     if marker and isinstance(marker.get("triton_version"), str):
-        return marker["triton_version"]
+        return cast(str, marker["triton_version"])
     pv = _dist_info_version(base)
     if pv is not None and pv in PYTRITON_TO_TRITON:
         return PYTRITON_TO_TRITON[pv]

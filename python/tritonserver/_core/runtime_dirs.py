@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Tuple
 from .locate import PYTHON_BACKEND_LIB, PYTHON_BACKEND_UTILS, STUB_NAME, CoreInstall
 
 _lock = threading.Lock()
-_dirs: Dict[tuple, str] = {}
+_dirs: Dict[Tuple[str, Optional[str], Optional[str], Tuple[str, ...]], str] = {}
 _owner_pid: Dict[str, int] = {}
 _atexit_registered = False
 
@@ -74,6 +74,8 @@ def _populate(tmp: str, core: CoreInstall, package_backends_dir: Optional[str],
     made = set()
     # Backend libraries: the user's, then the package's; each beside the core.
     for source in (user_dir, package_backends_dir):
+        if not source:
+            continue  # no subfolders
         for name in _subfolders(source):
             src_dir = os.path.join(source, name)
             if name in made or name == "python" or not _backend_library(src_dir, name):
@@ -99,6 +101,8 @@ def _populate(tmp: str, core: CoreInstall, package_backends_dir: Optional[str],
     # branch above (stub for this Python).
     own = os.path.join(core.root, "backends") if core.root else None
     for source, skip_python in ((user_dir, False), (own, True)):
+        if not source:
+            continue  # no subfolders
         for name in _subfolders(source):
             if name in made or (skip_python and name == "python"):
                 continue

@@ -27,10 +27,11 @@ import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
-from typing import MutableMapping, Optional, Union
+from typing import Any, MutableMapping, Optional, Union
 
 from . import locate
 from .errors import INSTALL_COMMAND
+from .locking import file_lock
 from .locate import MARKER_NAME, PIP_LIBS_DIRNAME, CoreInstall, default_install_dir
 
 STUB_ENV_DIRNAME = "stub-env"
@@ -49,7 +50,7 @@ def stub_env_path(base: str, version: "tuple[int, int] | None" = None) -> str:
     return os.path.join(base, STUB_ENV_DIRNAME, f"py{major}.{minor}")
 
 
-def _install_base_of(core_root_or_dest: Union[str, os.PathLike, CoreInstall]) -> str:
+def _install_base_of(core_root_or_dest: Union[str, os.PathLike[str], CoreInstall]) -> str:
     """The install destination for a dest folder, a core root inside it, or a CoreInstall."""
     if isinstance(core_root_or_dest, CoreInstall):
         return locate.install_base(core_root_or_dest)
@@ -65,7 +66,7 @@ def _venv_python(env: str) -> str:
     return os.path.join(env, "bin", "python3")
 
 
-def _read_ready(env: str) -> Optional[dict]:
+def _read_ready(env: str) -> Optional[dict[str, Any]]:
     try:
         with open(os.path.join(env, READY_NAME), encoding="utf-8") as f:
             data = json.load(f)
@@ -102,13 +103,13 @@ def _clean_env() -> "dict[str, str]":
     return env
 
 
-def _run(cmd: "list[str]", **kw) -> subprocess.CompletedProcess:
+def _run(cmd: "list[str]", **kw: Any) -> "subprocess.CompletedProcess[str]":
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env=_clean_env(), **kw)
 
 
 def ensure_stub_env(
-    core_root_or_dest: Union[str, os.PathLike, CoreInstall],
+    core_root_or_dest: Union[str, os.PathLike[str], CoreInstall],
     *,
     quiet: bool = True,
 ) -> Optional[str]:
@@ -128,10 +129,9 @@ def ensure_stub_env(
     if _read_ready(env) is not None:
         return env
 
-    from .install import _dir_lock
 
     os.makedirs(os.path.dirname(env), exist_ok=True)
-    with _dir_lock(os.path.join(os.path.dirname(env), ".lock")):
+    with file_lock(os.path.join(os.path.dirname(env), ".lock")):
         if _read_ready(env) is not None:  # made by another process meanwhile
             return env
         shutil.rmtree(env, ignore_errors=True)

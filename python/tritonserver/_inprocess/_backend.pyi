@@ -26,11 +26,12 @@ class Input:
     def data_ptr(self) -> int: ...
     @property
     def byte_size(self) -> int: ...
-    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def __init__(self, *args: object, **kwargs: object) -> None: ...  # not constructible
 
 class RequestHandle:
     """One request of a batch, as the inprocess backend hands it to Python."""
 
+    def __init__(self, *args: object, **kwargs: object) -> None: ...  # not constructible
     @property
     def finished(self) -> bool: ...
     def send(self, outputs: Sequence[Output], parameters: dict[str, Any] | None = None,

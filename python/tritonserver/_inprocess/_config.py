@@ -36,7 +36,7 @@ def type_name(data_type: Any) -> str:
     return dt.to_config_name(found)
 
 
-def _tensors(kind: str, specs: Any) -> list[dict]:
+def _tensors(kind: str, specs: Any) -> list[dict[str, Any]]:
     """Inputs or outputs: {name: (dtype, dims)} or {name: {"data_type":..., "dims":...}},
     or a list of dicts with a "name"."""
     if isinstance(specs, dict):
@@ -67,11 +67,11 @@ def _tensors(kind: str, specs: Any) -> list[dict]:
 
 
 def model_config(name: str, python_model: str, *, inputs: Any, outputs: Any,
-                 max_batch_size: int = 0, dynamic_batching: Union[bool, dict] = False,
+                 max_batch_size: int = 0, dynamic_batching: Union[bool, dict[str, Any]] = False,
                  instance_count: int = 1, decoupled: bool = False,
-                 sequence_batching: Union[bool, dict, None] = None,
+                 sequence_batching: Union[bool, dict[str, Any], None] = None,
                  parameters: Optional[dict[str, str]] = None,
-                 config: Optional[dict] = None) -> dict:
+                 config: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """The configuration (as the core's JSON) of a registered model."""
     if not isinstance(max_batch_size, int) or max_batch_size < 0:
         raise InvalidArgumentError("max_batch_size must be an int >= 0")
@@ -104,7 +104,7 @@ def model_config(name: str, python_model: str, *, inputs: Any, outputs: Any,
     return cfg
 
 
-def to_pbtxt(message: dict, indent: str = "") -> str:
+def to_pbtxt(message: dict[str, Any], indent: str = "") -> str:
     """Protobuf text format for a configuration dict."""
     lines = []
     for key, value in message.items():

@@ -6,6 +6,7 @@ error for the load or for the requests concerned, never for the server."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, Any, Optional
 
 from tritonserver import _datatypes as dt
 from tritonserver._enums import DataType
@@ -14,8 +15,13 @@ from tritonserver._inprocess import _loader
 from tritonserver._inprocess._model import ModelInstance, PythonModel
 from tritonserver._inprocess._request import ModelRequest, send
 
+if TYPE_CHECKING:
+    import numpy as np
 
-def _output_specs(config: dict) -> dict[str, tuple]:
+    from tritonserver._inprocess._backend import RequestHandle
+
+
+def _output_specs(config: dict[str, Any]) -> dict[str, tuple[int, Optional[np.dtype[Any]]]]:
     """name -> (datatype, numpy dtype or None) of the declared outputs."""
     specs = {}
     for output in config.get("output", []):
@@ -37,7 +43,7 @@ class LoadedModel:
 
     __slots__ = ("name", "version", "config", "decoupled", "outputs", "model", "execute_fn")
 
-    def __init__(self, name: str, version: int, config: dict, model: PythonModel):
+    def __init__(self, name: str, version: int, config: dict[str, Any], model: PythonModel):
         self.name = name
         self.version = version
         self.config = config
@@ -93,7 +99,7 @@ def finalize_instance(loaded: LoadedModel, instance: ModelInstance) -> None:
         _raise(loaded.name, "finalize_instance", e)
 
 
-def execute(loaded: LoadedModel, instance: ModelInstance, handles: list) -> None:
+def execute(loaded: LoadedModel, instance: ModelInstance, handles: list[RequestHandle]) -> None:
     """One batch. Every request ends answered, or (decoupled) held by the
     model's sender; the backend fails any request left unanswered."""
     requests = [ModelRequest(h, instance, loaded) for h in handles]
@@ -138,7 +144,7 @@ def execute(loaded: LoadedModel, instance: ModelInstance, handles: list) -> None
                 handle.fail(*failure(loaded.name, "execute's response", e))
 
 
-def _fail_open(handles: list, code: int, message: str) -> None:
+def _fail_open(handles: list[RequestHandle], code: int, message: str) -> None:
     for handle in handles:
         if not handle.finished:
             handle.fail(code, message)

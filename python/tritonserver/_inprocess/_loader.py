@@ -41,7 +41,7 @@ def register(name: str, model: Any) -> str:
     return "@" + key
 
 
-def make(name: str, version: int, repository_path: str, parameters: dict,
+def make(name: str, version: int, repository_path: str, parameters: dict[str, str],
          default_filename: str) -> PythonModel:
     """The model object for one load."""
     target = parameters.get(PARAMETER, "")
@@ -71,7 +71,7 @@ def _import(name: str, target: str) -> Any:
         raise NotFoundError(f"model '{name}': module {module_name} has no {attr!r}") from None
 
 
-def _from_file(name: str, version: int, repository_path: str, parameters: dict,
+def _from_file(name: str, version: int, repository_path: str, parameters: dict[str, str],
                default_filename: str) -> Any:
     folder = os.path.join(repository_path, str(version))
     path = os.path.join(folder, default_filename or "model.py")

@@ -3,7 +3,10 @@ core in this process (the ``inprocess`` backend)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from tritonserver._inprocess._request import ModelRequest
 
 
 class ModelInstance:
@@ -49,8 +52,8 @@ class PythonModel:
 
     name: str = ""
     version: int = 0
-    config: dict = {}
-    parameters: dict = {}
+    config: dict[str, Any] = {}
+    parameters: dict[str, str] = {}
     repository_path: str = ""
 
     def initialize(self) -> None:
@@ -65,6 +68,6 @@ class PythonModel:
     def finalize_instance(self, instance: ModelInstance) -> None:
         """Once per instance, after its last batch returned."""
 
-    def execute(self, requests: list) -> Optional[list[Any]]:
+    def execute(self, requests: list[ModelRequest]) -> Optional[list[Any]]:
         """One batch on one instance: one response per request."""
         raise NotImplementedError(f"{type(self).__name__} must define execute(requests)")

@@ -5,10 +5,13 @@ the python backend's ``args`` for ``initialize``."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tritonserver._inprocess import pb_utils
 from tritonserver._inprocess._model import ModelInstance, PythonModel
+
+if TYPE_CHECKING:
+    from tritonserver._inprocess._request import ModelRequest
 
 
 class PbUtilsModel(PythonModel):
@@ -17,7 +20,7 @@ class PbUtilsModel(PythonModel):
 
     def initialize_instance(self, instance: ModelInstance) -> None:
         legacy = self._class()
-        instance._pb_model = legacy
+        setattr(instance, "_pb_model", legacy)  # not a declared attribute of ModelInstance
         if hasattr(legacy, "initialize"):
             legacy.initialize({
                 "model_config": json.dumps(self.config),
@@ -34,7 +37,7 @@ class PbUtilsModel(PythonModel):
         if legacy is not None and hasattr(legacy, "finalize"):
             legacy.finalize()
 
-    def execute(self, requests: list) -> Any:
+    def execute(self, requests: list[ModelRequest]) -> Any:
         legacy = requests[0].instance._pb_model
         wrapped = [pb_utils.InferenceRequest._wrap(r) for r in requests]
         responses = legacy.execute(wrapped)

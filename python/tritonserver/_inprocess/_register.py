@@ -22,13 +22,17 @@ import shutil
 import tempfile
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tritonserver._enums import ModelControlMode
 from tritonserver._errors import InvalidArgumentError, UnsupportedError
 from tritonserver._inprocess import _loader
 from tritonserver._inprocess._config import model_config, to_pbtxt
 from tritonserver._inprocess._model import PythonModel
+
+if TYPE_CHECKING:
+    from tritonserver._model import Model
+    from tritonserver._server import Server
 
 _lock = threading.Lock()
 _repositories: "weakref.WeakKeyDictionary[Any, _Repository]" = weakref.WeakKeyDictionary()
@@ -43,7 +47,7 @@ class _Repository:
         # Removed with the server's last reference, or at exit.
         weakref.finalize(self, shutil.rmtree, self.path, True)
 
-    def write(self, name: str, config: dict) -> None:
+    def write(self, name: str, config: dict[str, Any]) -> None:
         folder = os.path.join(self.path, name)
         os.makedirs(os.path.join(folder, "1"), exist_ok=True)
         text = to_pbtxt(config)
@@ -61,7 +65,7 @@ def _repository_of(server: Any) -> _Repository:
         return repo
 
 
-def register_model(server: Any, name: str, model: Any, **settings: Any) -> Any:
+def register_model(server: Server, name: str, model: Any, **settings: Any) -> Model:
     """See Server.register_model."""
     from tritonserver._model import Model
 

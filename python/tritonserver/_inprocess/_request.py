@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
@@ -11,6 +11,9 @@ from tritonserver._enums import DataType, MemoryType, RequestFlag
 from tritonserver._errors import InvalidArgumentError, UnsupportedError
 from tritonserver._inprocess._response import ModelResponse, convert_outputs, error_parts
 from tritonserver._tensor import MemoryBuffer, Tensor, _deserialize_bytes
+
+if TYPE_CHECKING:
+    from tritonserver._inprocess._backend import RequestHandle
 
 _NUMPY_BY_TYPE = {int(t): dt.to_numpy_dtype(t) for t in DataType
                   if t not in (DataType.INVALID, DataType.BYTES, DataType.BF16)}
@@ -49,7 +52,7 @@ class ModelRequest:
 
     __slots__ = ("_handle", "_model", "instance", "_inputs", "_sender")
 
-    def __init__(self, handle: Any, instance: Any, model: Any):
+    def __init__(self, handle: RequestHandle, instance: Any, model: Any):
         self._handle = handle
         self._model = model
         self.instance = instance
@@ -121,7 +124,7 @@ class ResponseSender:
 
     __slots__ = ("_handle", "_model")
 
-    def __init__(self, handle: Any, model: Any):
+    def __init__(self, handle: RequestHandle, model: Any):
         self._handle = handle
         self._model = model
 
@@ -146,7 +149,7 @@ class ResponseSender:
         return self._handle.is_cancelled()
 
 
-def send(model: Any, handle: Any, response: Any, final: bool) -> None:
+def send(model: Any, handle: RequestHandle, response: Any, final: bool) -> None:
     """Send one response through the backend (raises on a bad response)."""
     if type(response) is dict:
         handle.send(convert_outputs(model, response), None, final)

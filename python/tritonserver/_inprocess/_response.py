@@ -53,7 +53,7 @@ class ModelResponse:
         return f"ModelResponse(outputs={list(self.outputs)}, parameters={self.parameters!r})"
 
 
-def convert_outputs(model: Any, outputs: Any) -> list:
+def convert_outputs(model: Any, outputs: Any) -> list[Output]:
     """[Output] for the backend, checked against the
     model's declared outputs (``model.outputs``: name -> (type, numpy dtype))."""
     if not isinstance(outputs, dict):
@@ -76,7 +76,7 @@ def convert_outputs(model: Any, outputs: Any) -> list:
     return items
 
 
-def _convert(name: str, value: Any, spec: tuple) -> Output:
+def _convert(name: str, value: Any, spec: tuple[int, Optional[np.dtype[Any]]]) -> Output:
     data_type, dtype = spec
     if type(value) is np.ndarray:
         array = value

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from tritonserver import _datatypes as dt
 from tritonserver._enums import DataType
 from tritonserver._tensor import Tensor as _Tensor
+
+if TYPE_CHECKING:
+    from tritonserver._inprocess._request import ModelRequest, ResponseSender
 
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
@@ -123,15 +126,15 @@ class Tensor:
 class InferenceResponse:
     """``InferenceResponse(output_tensors, error=None, parameters=None)``."""
 
-    def __init__(self, output_tensors: Optional[list] = None, error: Optional[TritonError] = None,
-                 parameters: Any = None):
+    def __init__(self, output_tensors: Optional[list[Tensor]] = None,
+                 error: Optional[TritonError] = None, parameters: Any = None):
         self._outputs = list(output_tensors or [])
         self._error = error
         if isinstance(parameters, str):
             parameters = json.loads(parameters or "{}")
         self._parameters = parameters
 
-    def output_tensors(self) -> list:
+    def output_tensors(self) -> list[Tensor]:
         return self._outputs
 
     def has_error(self) -> bool:
@@ -144,7 +147,7 @@ class InferenceResponse:
 class InferenceResponseSender:
     """A decoupled request's sender: ``send(response=None, flags=0)``."""
 
-    def __init__(self, sender: Any):
+    def __init__(self, sender: ResponseSender):
         self._sender = sender
 
     def send(self, response: Optional[InferenceResponse] = None, flags: int = 0) -> None:
@@ -159,13 +162,15 @@ class InferenceRequest:
     """A request given to ``TritonPythonModel.execute``. (Building one to
     call another model, BLS, is not supported in-process.)"""
 
+    _request: ModelRequest  # set by _wrap (the constructor refuses)
+
     def __init__(self, *args: Any, **kwargs: Any):
         raise TritonError("pb_utils.InferenceRequest(...).exec() (BLS) is not supported by the "
                           "inprocess backend; call the other model through the tritonserver API",
                           TritonError.UNSUPPORTED)
 
     @classmethod
-    def _wrap(cls, request: Any) -> "InferenceRequest":
+    def _wrap(cls, request: ModelRequest) -> "InferenceRequest":
         self = object.__new__(cls)
         self._request = request
         return self
@@ -210,11 +215,11 @@ def get_output_tensor_by_name(response: InferenceResponse, name: str) -> Optiona
     return None
 
 
-def get_input_config_by_name(model_config: dict, name: str) -> Optional[dict]:
+def get_input_config_by_name(model_config: dict[str, Any], name: str) -> Optional[dict[str, Any]]:
     return next((i for i in model_config.get("input", []) if i.get("name") == name), None)
 
 
-def get_output_config_by_name(model_config: dict, name: str) -> Optional[dict]:
+def get_output_config_by_name(model_config: dict[str, Any], name: str) -> Optional[dict[str, Any]]:
     return next((o for o in model_config.get("output", []) if o.get("name") == name), None)
 
 
