@@ -33,7 +33,10 @@ from tsbench.procs import BenchError, note, run_logged  # noqa: E402
 WORKER = os.path.join(HERE, "tsbench", "inprocess_worker.py")
 WORKLOADS = ("sync", "async64")
 BASELINE = "python-backend"
-PYTRITON_SYNC = 230.0  # inferences/s, /work/shared/BENCHMARKS.md (PyTriton 0.7.0)
+# PyTriton 0.7.0 (a Python function behind the tritonserver executable), sync
+# inferences/s measured once on the 2-core machines these figures come from;
+# a reference point, not measured in each run.
+PYTRITON_SYNC = 230.0
 
 
 def parse_args(argv: list) -> argparse.Namespace:

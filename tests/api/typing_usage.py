@@ -1,4 +1,4 @@
-"""Typed code written against the reference page, for mypy (tests/test_typing.py).
+"""Typed code written against the reference page, for mypy (tests/api/test_typing.py).
 Never run: only type-checked."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import pytest
 
 import tritonserver
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = os.path.join(REPO, "benchmarks", "run.py")
 SYSTEMS = ("python-api", "c-api", "tritonclient-http", "tritonclient-grpc", "serve-http",
            "serve-grpc")

@@ -1,4 +1,5 @@
-"""The examples of the API reference (seed 003), run against our models.
+"""The examples of the Python API reference (the `tritonserver` package's
+documented examples: Server, Model, InferenceRequest...), run against our models.
 
 Each test follows one documented example as closely as our example models
 allow; a program written against the page must run unchanged.

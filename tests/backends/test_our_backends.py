@@ -180,16 +180,19 @@ def test_async_on_a_loop_without_add_reader(server):
             raise NotImplementedError
 
     async def run():
+        # The sleeping request makes the loop wait (a waiter needs a waker).
+        slow = server.model("sleep_us").async_infer(inputs={"DELAY_US": np.array([20_000])})
+        waited = [int(np.from_dlpack(r.outputs["WAITED_US"])[0]) async for r in slow]
         model = server.model("repeat_int32")
         out = []
         async for r in model.async_infer(inputs={"IN": np.arange(10, dtype=np.int32)}):
             if r.outputs:
                 out.append(int(np.from_dlpack(r.outputs["OUT"])[0]))
-        return out
+        return waited, out
 
     loop = NoReaderLoop()
     try:
-        out = loop.run_until_complete(run())
+        waited, out = loop.run_until_complete(run())
     finally:
         loop.close()
-    assert out == list(range(10)) and NoReaderLoop.refused == 1
+    assert waited[0] >= 20_000 and out == list(range(10)) and NoReaderLoop.refused == 1

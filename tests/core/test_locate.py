@@ -2,13 +2,12 @@
 
 Fast tests use small directory trees for the search-order logic and the real
 core installed from a local nvidia-pytriton wheel ($TRITONSERVER_CORE_WHEEL,
-or the copy this machine keeps in /tmp/core). Tests marked ``slow`` download
+when set). Tests marked ``slow`` download
 from PyPI (the wheel, numpy<2 for the stub environment) or start the core.
 """
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import socket
@@ -64,10 +63,7 @@ KNOWN_WHEEL = "nvidia_pytriton-0.7.0-py3-none-manylinux_2_35_x86_64.whl"
 
 def _local_wheel():
     p = os.environ.get("TRITONSERVER_CORE_WHEEL")
-    if p and os.path.isfile(p):
-        return p
-    hits = sorted(glob.glob("/tmp/core/nvidia_pytriton-0.7.0-*.whl"))
-    return hits[0] if hits else None
+    return p if p and os.path.isfile(p) else None
 
 
 def _subprocess_env(**extra):

@@ -1,0 +1,1 @@
+"""Tests of one source area; see tests/README.md."""
