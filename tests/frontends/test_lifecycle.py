@@ -1,7 +1,7 @@
 """Frontend lifecycles: several frontends on one server, options checked,
 ports in use, stopping a frontend with requests in flight, requests after
-``server.stop()`` (503 / UNAVAILABLE, never a crash), the import without the
-serve extra, and mypy --strict on the frontends' code."""
+``server.stop()`` (503 / UNAVAILABLE, never a crash), and the import without
+the serve extra. (mypy --strict over the frontends: tests/api/test_typing.py.)"""
 
 from __future__ import annotations
 
@@ -256,13 +256,3 @@ def test_import_without_the_serve_extra():
     assert 'pip install "tritonserver[serve]"' in done.stdout
     assert "EXIT: 1" in done.stdout
     assert 'pip install "tritonserver[serve]"' in done.stderr
-
-
-def test_frontends_pass_mypy_strict():
-    pytest.importorskip("mypy")
-    env = dict(os.environ, PYTHONPATH=PACKAGE_PARENT)
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
-         "--no-incremental", os.path.join(PACKAGE_PARENT, "tritonserver", "frontends")],
-        capture_output=True, text=True, timeout=300, env=env, cwd=PACKAGE_PARENT)
-    assert done.returncode == 0, done.stdout + done.stderr
