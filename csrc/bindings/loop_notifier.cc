@@ -72,13 +72,21 @@ void LoopNotifier::Wake() {
     std::lock_guard<std::mutex> lock(mutex_);
     tokens.swap(ready_);
   }
+  static PyObject* const done = PyUnicode_InternFromString("done");
+  static PyObject* const set_result = PyUnicode_InternFromString("set_result");
   for (uint64_t token : tokens) {
     auto it = waiting_.find(token);
     if (it == waiting_.end()) continue;
     py::object future = it->second.object();
     waiting_.erase(it);
     // A future whose waiter was cancelled is done already: leave it.
-    if (!future.attr("done")().cast<bool>()) future.attr("set_result")(py::none());
+    py::object is_done = py::reinterpret_steal<py::object>(
+        PyObject_CallMethodNoArgs(future.ptr(), done));
+    if (!is_done) throw py::error_already_set();
+    if (is_done.ptr() == Py_True) continue;
+    py::object result = py::reinterpret_steal<py::object>(
+        PyObject_CallMethodOneArg(future.ptr(), set_result, Py_None));
+    if (!result) throw py::error_already_set();
   }
 }
 

@@ -121,6 +121,9 @@ class _Responses:
     """What both iterators share: turning records into responses in order,
     marking the end, raising errors, cancelling."""
 
+    # Slots: an iterator is made per request, and set up on the hot path.
+    __slots__ = ("_model", "_request", "_request_id", "_forwarder", "_raise_on_error",
+                 "_complete", "__weakref__")
     _model: "Model"
     _request: Any  # the binding's InferenceRequest
     _request_id: Optional[str]
@@ -160,6 +163,8 @@ class ResponseIterator(_Responses):
     (exactly as ``model.infer(request)`` would), with ``user_queue``, when
     given, in place of the request's response_queue.
     """
+
+    __slots__ = ()
 
     def __init__(self, model: "Model", request: Any,
                  user_queue: Optional[queue.SimpleQueue[InferenceResponse]] = None,
@@ -211,6 +216,7 @@ class AsyncResponseIterator(_Responses):
     given ``loop``), it sends an InferenceRequest as ResponseIterator does.
     """
 
+    __slots__ = ("_loop", "_waiter", "_python_waker")
     _loop: asyncio.AbstractEventLoop
     _waiter: Optional[asyncio.Future[None]]
     _python_waker: bool  # set once waiting on a loop without add_reader
@@ -251,15 +257,20 @@ class AsyncResponseIterator(_Responses):
         if self._complete:
             raise StopAsyncIteration
         while True:
-            if self._forwarder is None:
+            if self._forwarder is None:  # the hot path, inline
                 record = self._request.try_pop()
                 if record is not None:
-                    return self._deliver(InferenceResponse._from_record(
-                        self._model, record, self._request_id))
+                    response = InferenceResponse._from_record(self._model, record,
+                                                              self._request_id)
+                    if response.final:
+                        self._complete = True
+                    if self._raise_on_error and response.error is not None:
+                        _raise_without_cycle(response)
+                    return response
             else:
-                response = self._forwarded()
-                if response is not None:
-                    return self._deliver(response)
+                forwarded = self._forwarded()
+                if forwarded is not None:
+                    return self._deliver(forwarded)
             # Most responses are there by the time they are asked for; a
             # waiter is made only when one is not.
             waiter = self._loop.create_future()

@@ -100,10 +100,16 @@ def submission(model: "Model", request: Optional[InferenceRequest],
     arguments. A call that gives only inputs (the common case) builds the
     binding request directly, without an InferenceRequest."""
     if request is None:
-        if len(kwargs) == 1 and "inputs" in kwargs:
+        if len(kwargs) == 1 and "inputs" in kwargs:  # the hot path: arrays in one call
             c_request = _bindings.InferenceRequest(model._server._handle(), model.name,
                                                    model.version)
-            _add_inputs(c_request, model, kwargs["inputs"])
+            inputs = kwargs["inputs"]
+            if type(inputs) is dict:
+                others = c_request.add_arrays(inputs)
+                if others is not None:
+                    _add_others(c_request, model, inputs, others)
+            else:
+                _add_inputs(c_request, model, inputs)
             return c_request, None, None
         return InferenceRequest(model=model, **kwargs)._submission()
     if kwargs:
@@ -134,10 +140,14 @@ def _add_inputs(request: Any, model: "Model", inputs: Any) -> None:
     if not isinstance(inputs, dict):
         raise InvalidArgumentError("inputs must be a dict of name to tensor")
     others = request.add_arrays(inputs)
-    if others is None:
-        return
+    if others is not None:
+        _add_others(request, model, inputs, others)
+
+
+def _add_others(request: Any, model: "Model", inputs: dict[Any, Any], names: list[Any]) -> None:
+    """The inputs add_arrays left (`names`), each as a Tensor."""
     declared = model._input_datatypes()
-    for name in others:
+    for name in names:
         if not isinstance(name, str):
             raise InvalidArgumentError(f"input names must be str, not {type(name).__name__}")
         try:
