@@ -80,8 +80,8 @@ void LoopNotifier::Wake() {
     py::object future = it->second.object();
     waiting_.erase(it);
     // A future whose waiter was cancelled is done already: leave it.
-    py::object is_done = py::reinterpret_steal<py::object>(
-        PyObject_CallMethodNoArgs(future.ptr(), done));
+    py::object is_done =
+        py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(future.ptr(), done));
     if (!is_done) throw py::error_already_set();
     if (is_done.ptr() == Py_True) continue;
     py::object result = py::reinterpret_steal<py::object>(
