@@ -45,7 +45,7 @@ from tritonserver._inprocess import (
     PythonModel,
     ResponseSender,
 )
-from tritonserver._memory import MemoryAllocator
+from tritonserver._memory import MemoryAllocator, default_memory_allocators
 from tritonserver._model import Model
 from tritonserver._options import ModelLoadDeviceLimit, Options, RateLimiterResource
 from tritonserver._request import InferenceRequest
@@ -105,5 +105,6 @@ __all__ = [
     "UnavailableError",
     "UnknownError",
     "UnsupportedError",
+    "default_memory_allocators",
     "example_model_repository",
 ]

@@ -7,15 +7,17 @@ tables cover every value of the C header.
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 from tritonserver._c import triton_bindings as _bindings
+from tritonserver._enum_names import named
 
 _TABLES = _bindings.enum_tables()
 
 
-def _make(name: str, flag: bool = False) -> type:
+def _make(name: str, flag: bool = False) -> Any:
     base = enum.IntFlag if flag else enum.IntEnum
-    return base(name, _TABLES[name], module=__name__)
+    return named(base(name, _TABLES[name], module=__name__))
 
 
 DataType = _make("DataType")
@@ -28,8 +30,8 @@ ErrorCode = _make("ErrorCode")
 # JSON is not a C value: the 2.51 core formats Prometheus text only, and
 # Server.metrics() converts that text (see _metrics.py). Its value is far
 # from the C enum's so a later core's own formats cannot collide with it.
-MetricFormat = enum.IntEnum("MetricFormat", {**_TABLES["MetricFormat"], "JSON": 1 << 16},
-                            module=__name__)
+MetricFormat = named(enum.IntEnum("MetricFormat", {**_TABLES["MetricFormat"], "JSON": 1 << 16},
+                                  module=__name__))
 RequestFlag = _make("RequestFlag", flag=True)
 ModelBatchFlag = _make("ModelBatchFlag", flag=True)
 ModelIndexFlag = _make("ModelIndexFlag", flag=True)

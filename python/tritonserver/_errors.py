@@ -37,6 +37,11 @@ class InvalidArgumentError(TritonError, ValueError):
     """An argument or a request is malformed."""
 
 
+class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of the wrong type: an InvalidArgumentError that is also
+    the TypeError Python programs catch for it."""
+
+
 class UnavailableError(TritonError, RuntimeError):
     """The server, model or resource is not available (not ready, stopped)."""
 
@@ -124,6 +129,7 @@ __all__ = [
     "InternalError",
     "NotFoundError",
     "InvalidArgumentError",
+    "InvalidArgumentTypeError",
     "UnavailableError",
     "UnsupportedError",
     "AlreadyExistsError",

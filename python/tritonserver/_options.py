@@ -17,7 +17,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, Iterable, Iterator, Optional, Union, cast
 
 from tritonserver._enums import InstanceGroupKind, LogFormat, ModelControlMode, RateLimitMode
-from tritonserver._errors import InvalidArgumentError, TritonError
+from tritonserver._errors import InvalidArgumentError, InvalidArgumentTypeError, TritonError
 
 
 @dataclass
@@ -174,8 +174,15 @@ def setter_names() -> set[str]:
     return {f.metadata["setter"] for f in fields(Options)}
 
 
-def _fail(name: str, expected: str, value: Any) -> None:
-    raise InvalidArgumentError(f"Options.{name}: expected {expected}, got {value!r}")
+# How a value meets a field's annotation; a wrong type outranks a wrong value.
+_FITS, _OUT_OF_RANGE, _WRONG_TYPE = 0, 1, 2
+
+
+def _fail(name: str, expected: str, value: Any, how: int) -> None:
+    """A wrong type raises an error that is also a TypeError (what programs
+    written for NVIDIA's package catch); a wrong value stays a ValueError."""
+    cls = InvalidArgumentTypeError if how == _WRONG_TYPE else InvalidArgumentError
+    raise cls(f"Options.{name}: expected {expected}, got {value!r}")
 
 
 def _check(name: str, value: Any, hint: Any) -> None:
@@ -186,41 +193,57 @@ def _check(name: str, value: Any, hint: Any) -> None:
         if value is None and type(None) in args:
             return
         kinds = [a for a in args if a is not type(None)]
-        if not any(_fits(value, k) for k in kinds):
+        how = min(_fit(value, k) for k in kinds)
+        if how != _FITS:
             _fail(name, " or ".join([_describe(k) for k in kinds] +
-                                    ["None"] * (type(None) in args)), value)
-    elif not _fits(value, hint):
-        _fail(name, _describe(hint), value)
+                                    ["None"] * (type(None) in args)), value, how)
+        return
+    how = _fit(value, hint)
+    if how != _FITS:
+        _fail(name, _describe(hint), value, how)
     elif hint is ModelLoadDeviceLimit or (origin is list and args[0] is ModelLoadDeviceLimit):
         for limit in value if origin is list else [value]:
             fraction = limit.fraction
-            if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) \
-                    or not 0.0 <= fraction <= 1.0:
-                _fail(name, "fractions between 0.0 and 1.0", limit)
+            if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+                _fail(name, "fractions between 0.0 and 1.0", limit, _WRONG_TYPE)
+            if not 0.0 <= fraction <= 1.0:
+                _fail(name, "fractions between 0.0 and 1.0", limit, _OUT_OF_RANGE)
 
 
-def _fits(value: Any, hint: Any) -> bool:
+def _fit(value: Any, hint: Any) -> int:
+    """_FITS, _OUT_OF_RANGE (the right type, a wrong value) or _WRONG_TYPE."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
-        return True
+        return _FITS
     if hint is bool:
-        return isinstance(value, bool)
+        return _FITS if isinstance(value, bool) else _WRONG_TYPE
     if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        if not isinstance(value, int) or isinstance(value, bool):
+            return _WRONG_TYPE
+        return _FITS if value >= 0 else _OUT_OF_RANGE
     if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return _FITS if isinstance(value, (int, float)) and not isinstance(value, bool) \
+            else _WRONG_TYPE
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        if isinstance(value, hint):
+            return _FITS
+        if not isinstance(value, int) or isinstance(value, bool):
+            return _WRONG_TYPE
         try:
             hint(value)
         except ValueError:
-            return False
-        return True
+            return _OUT_OF_RANGE
+        return _FITS
     if origin is list:
-        return isinstance(value, (list, tuple)) and all(_fits(v, args[0]) for v in value)
+        if not isinstance(value, (list, tuple)):
+            return _WRONG_TYPE
+        return max((_fit(v, args[0]) for v in value), default=_FITS)
     if origin is dict:
-        return isinstance(value, dict) and all(
-            _fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items())
-    return isinstance(value, hint)
+        if not isinstance(value, dict):
+            return _WRONG_TYPE
+        return max((max(_fit(k, args[0]), _fit(v, args[1])) for k, v in value.items()),
+                   default=_FITS)
+    return _FITS if isinstance(value, hint) else _WRONG_TYPE
 
 
 def _describe(hint: Any) -> str:

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import numpy as np
 
 from tritonserver._c import triton_bindings as _bindings
-from tritonserver._enums import MemoryType
-from tritonserver._errors import InvalidArgumentError, TritonError, UnsupportedError
+from tritonserver._errors import InvalidArgumentError, InvalidArgumentTypeError, TritonError
+from tritonserver._memory import default_for
+from tritonserver._memory import default_memory_allocators as _defaults
 from tritonserver._tensor import Tensor, parse_device
 
 if TYPE_CHECKING:
@@ -82,7 +83,8 @@ class InferenceRequest:
                 parameters = {k: v for k, v in parameters.items()
                               if k != CLASSIFICATION_PARAMETER}
             request.set_parameters(parameters)
-        if self.output_memory_allocator is not None or self.output_memory_type is not None:
+        if self.output_memory_allocator is not None or self.output_memory_type is not None \
+                or not _defaults.as_shipped:
             _set_output_memory(request, self.output_memory_allocator, self.output_memory_type)
         _add_inputs(request, model, self.inputs)
         return request, self.response_queue, self.request_id
@@ -100,7 +102,8 @@ def submission(model: "Model", request: Optional[InferenceRequest],
     arguments. A call that gives only inputs (the common case) builds the
     binding request directly, without an InferenceRequest."""
     if request is None:
-        if len(kwargs) == 1 and "inputs" in kwargs:  # the hot path: arrays in one call
+        if len(kwargs) == 1 and "inputs" in kwargs and _defaults.as_shipped:
+            # The hot path: arrays in one call, outputs in the binding's host memory.
             c_request = _bindings.InferenceRequest(model._server._handle(), model.name,
                                                    model.version)
             inputs = kwargs["inputs"]
@@ -162,23 +165,22 @@ def _add_others(request: Any, model: "Model", inputs: dict[Any, Any], names: lis
 
 
 def _set_output_memory(request: Any, allocator: Any, device: Any) -> None:
-    """Where outputs go: a user MemoryAllocator (asked for `device` when
-    given), or our host allocator (host memory only)."""
+    """Where outputs go: the request's MemoryAllocator (asked for `device`
+    when given), else tritonserver.default_memory_allocators (tritonserver._memory)."""
     memory_type, memory_type_id = parse_device(device) if device is not None else (None, 0)
-    if allocator is not None:
-        if not callable(getattr(allocator, "allocate", None)):
-            raise InvalidArgumentError("output_memory_allocator must have an allocate() method")
-        preferred = -1 if memory_type is None else int(memory_type)
-        request.set_allocator(allocator, preferred, memory_type_id)
-    elif memory_type == MemoryType.GPU:
-        raise UnsupportedError(
-            "GPU output memory needs an output_memory_allocator; the default allocator "
-            "provides host memory")
+    if allocator is None:
+        allocator = default_for(memory_type)
+        if allocator is None:  # the binding's host allocator
+            return
+    elif not callable(getattr(allocator, "allocate", None)):
+        raise InvalidArgumentTypeError("output_memory_allocator must have an allocate() method")
+    preferred = -1 if memory_type is None else int(memory_type)
+    request.set_allocator(allocator, preferred, memory_type_id)
 
 
 def _check_type(name: str, value: Any, kind: type) -> None:
     if not isinstance(value, kind):
-        raise InvalidArgumentError(f"{name} must be {kind.__name__}, not {type(value).__name__}")
+        raise InvalidArgumentTypeError(f"{name} must be {kind.__name__}, not {type(value).__name__}")
 
 
 def _check_uint(name: str, value: Any, bits: int) -> None:

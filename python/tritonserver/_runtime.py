@@ -9,6 +9,7 @@ import re
 import threading
 from typing import Any
 
+from tritonserver import _gpu
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._enums import ModelControlMode
 from tritonserver._errors import InvalidArgumentError, UnsupportedError
@@ -52,6 +53,11 @@ def prepare_options(options: Any, core: Any, server_index: int) -> None:
     options.backend_directory = backend_directory(core, package_backends_dir(), user_dir)
     if options.cache_directory is None and core.cache_dir:
         options.cache_directory = core.cache_dir
+    if not _gpu.present():
+        # Without a GPU, NVML and the CUDA host allocator can only fail, and
+        # the core says so on every start ("Failed to initialize NVML").
+        options.gpu_metrics = False
+        options.pinned_memory_pool_size = 0
     config = {name: dict(settings) for name, settings in options.backend_configuration.items()}
     # Python-backend stubs talk through shared memory regions named by this
     # prefix: unique per process and server, so two never collide.
@@ -83,7 +89,9 @@ def _stub_environment(core: Any) -> Any:
 
 
 def _python_refusal(name: str, reason: str) -> str:
-    return (f"model '{name}' uses the python backend, which cannot run correctly here: {reason}")
+    return (f"model '{name}' uses the python backend, which cannot run correctly here: "
+            f"{reason.rstrip('.')}. The same model.py runs in this process instead: change "
+            "backend: \"python\" to backend: \"inprocess\" in its config.pbtxt (docs/inprocess.md)")
 
 
 _PYTHON_BACKEND = re.compile(r'^\s*backend\s*:\s*"python"', re.MULTILINE)

@@ -12,12 +12,38 @@ from typing import Any, Optional, cast
 from tritonserver import _runtime
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._enums import MetricFormat, ModelIndexFlag
-from tritonserver._errors import InvalidArgumentError, UnavailableError
+from tritonserver._errors import InvalidArgumentError, InvalidArgumentTypeError, UnavailableError
 from tritonserver._metrics import prometheus_to_json
 from tritonserver._model import Model
 from tritonserver._options import Options
 
 _server_ids = itertools.count()
+
+
+class ModelDictionary(dict[tuple[str, int], Model]):
+    """What Server.models() returns: models keyed by (name, version). A bare
+    name answers too (``models["identity"]``, ``"identity" in models``,
+    ``models.get("identity")``): the model at the version the server picks
+    (-1). Iteration gives the (name, version) keys, as a dict's does."""
+
+    def __getitem__(self, key: Any) -> Model:
+        if isinstance(key, str):
+            for (name, _), model in self.items():
+                if name == key:
+                    return Model(model._server, name)
+            raise KeyError(f"unknown model: {key!r}")
+        try:
+            return super().__getitem__(key)
+        except KeyError:
+            raise KeyError(f"unknown model: {key!r}") from None
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            return any(name == key for name, _ in self.keys())
+        return super().__contains__(key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self[key] if key in self else default
 
 
 
@@ -35,10 +61,11 @@ class Server:
         if options is None:
             try:
                 options = Options(**kwargs)
-            except TypeError as e:
-                raise InvalidArgumentError(str(e)) from None
+            except TypeError as e:  # an unknown keyword
+                raise InvalidArgumentTypeError(str(e)) from None
         elif not isinstance(options, Options):
-            raise InvalidArgumentError(f"options must be Options, not {type(options).__name__}")
+            raise InvalidArgumentTypeError(
+                f"options must be Options, not {type(options).__name__}")
         self.options = options
         self._server: Optional[_bindings.Server] = None
 
@@ -99,10 +126,12 @@ class Server:
     # ---- Health and metadata -----------------------------------------------------------
 
     def live(self) -> bool:
-        return self._server is not None and self._server.is_live()
+        """Whether the server is live; InvalidArgumentError if it is not started."""
+        return self._handle().is_live()
 
     def ready(self) -> bool:
-        return self._server is not None and self._server.is_ready()
+        """Whether the server is ready; InvalidArgumentError if it is not started."""
+        return self._handle().is_ready()
 
     def metadata(self) -> dict[str, Any]:
         return cast("dict[str, Any]", json.loads(self._handle().metadata()))
@@ -127,16 +156,16 @@ class Server:
         self._handle()
         return Model(self, model_name, model_version)
 
-    def models(self, exclude_not_ready: bool = False) -> dict[tuple[str, int], Model]:
-        """Known models, keyed by (name, version)."""
+    def models(self, exclude_not_ready: bool = False) -> ModelDictionary:
+        """Known models, keyed by (name, version); a bare name answers too."""
         flags = int(ModelIndexFlag.READY) if exclude_not_ready else 0
         index = json.loads(self._handle().model_index(flags))
-        out = {}
+        models = ModelDictionary()
         for entry in index:
             version = int(entry["version"]) if entry.get("version") else -1
             model = Model(self, entry["name"], version, entry.get("state"), entry.get("reason"))
-            out[(model.name, model.version)] = model
-        return out
+            models[(model.name, model.version)] = model
+        return models
 
     def load(self, model_name: str, parameters: Optional[dict[str, Any]] = None) -> Model:
         """Load (or reload) a model; returns its handle."""
@@ -186,6 +215,11 @@ class Server:
         return register_model(self, name, model, **settings)
 
     # ---- Internal --------------------------------------------------------------------
+
+    def _ptr(self) -> int:
+        """The address of the core's TRITONSERVER_Server (what C++ frontends
+        written for NVIDIA's package attach to); valid while started."""
+        return self._handle().address()
 
     def _handle(self) -> _bindings.Server:
         if self._server is None:

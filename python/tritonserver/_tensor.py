@@ -20,6 +20,7 @@ import numpy as np
 
 from tritonserver import _datatypes as dt
 from tritonserver._c import triton_bindings as _bindings
+from tritonserver._enum_names import named
 from tritonserver._enums import DataType, MemoryType
 from tritonserver._errors import InvalidArgumentError, UnsupportedError
 
@@ -202,6 +203,7 @@ class Tensor:
         return _numpy_tensor(array)
 
 
+@named
 class DLDeviceType(enum.IntEnum):
     """DLPack device types (the ones a Tensor can name)."""
 

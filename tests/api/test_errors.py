@@ -133,11 +133,15 @@ def test_register_same_repository_twice_already_exists(explicit_server, tmp_path
     assert explicit_server.live()
 
 
-def test_methods_on_a_stopped_server_raise(example_repo):
+@pytest.mark.parametrize("call", [
+    lambda s: s.ready(), lambda s: s.live(), lambda s: s.metadata(), lambda s: s.models(),
+    lambda s: s.model("identity_fp32"), lambda s: s.load("identity_fp32"),
+    lambda s: s.metrics(), lambda s: s._ptr(),
+], ids=["ready", "live", "metadata", "models", "model", "load", "metrics", "_ptr"])
+def test_methods_on_an_unstarted_server_raise(example_repo, call):
     s = tritonserver.Server(model_repository=example_repo)
-    with pytest.raises(tritonserver.InvalidArgumentError):
-        s.models()
-    assert not s.live() and not s.ready()
+    with pytest.raises(tritonserver.InvalidArgumentError, match="server is not started"):
+        call(s)
 
 
 def test_wait_until_ready_times_out(tmp_path, example_repo):

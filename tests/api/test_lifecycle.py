@@ -43,7 +43,8 @@ def test_context_manager_starts_and_stops(example_repo):
         out = next(s.model("identity_fp32").infer(inputs={"INPUT0": np.ones(3, np.float32)}))
         assert np.from_dlpack(out.outputs["OUTPUT0"]).tolist() == [1.0, 1.0, 1.0]
         del out
-    assert not s.live()
+    with pytest.raises(tritonserver.InvalidArgumentError):  # stopped: as never started
+        s.live()
     with pytest.raises(tritonserver.InvalidArgumentError):
         s.model("identity_fp32")
 
@@ -69,7 +70,8 @@ def test_servers_in_sequence(example_repo):
         s = start_server(model_repository=example_repo)
         assert s.ready()
         stop_within(s)
-        assert not s.live()
+        with pytest.raises(tritonserver.InvalidArgumentError):
+            s.live()
 
 
 def test_stop_with_a_response_still_held(example_repo):

@@ -60,8 +60,10 @@ def test_host_output_memory_type_spellings(server, spelling):
     assert out.outputs["OUTPUT0"].memory_type == MemoryType.CPU
 
 
-def test_gpu_output_without_an_allocator_is_unsupported(server):
-    with pytest.raises(tritonserver.UnsupportedError):
+@pytest.mark.skipif(MemoryType.GPU in tritonserver.default_memory_allocators,
+                    reason="a default GPU allocator is present")
+def test_gpu_output_without_a_gpu_allocator_is_invalid(server):
+    with pytest.raises(tritonserver.InvalidArgumentError, match="default_memory_allocators"):
         server.model("identity_fp32").infer(inputs={"INPUT0": np.ones(3, np.float32)},
                                             output_memory_type="gpu:0")
 

@@ -379,3 +379,30 @@ def test_an_unknown_host_policy_setting_is_refused_by_the_core(tmp_path):
                        match=r"Options.host_policies: .*'bogus'.*'numa-node', 'cpu-cores'"):
         tritonserver.Server(model_repository=str(tmp_path),
                             host_policies={"p": {"bogus": "1"}}).start()
+
+
+class Echo(tritonserver.PythonModel):
+    def execute(self, requests):
+        return [{"Y": r.inputs["X"]} for r in requests]
+
+
+def test_an_empty_batch_is_refused_by_every_backend(example_repo, tmp_path):
+    """A batch of 0 items reaches a backend without its batch dimension (the
+    core reads batch size 0 as "not batched"); the SDK refuses it for every
+    backend, C++ (identity) and Python (inprocess) alike."""
+    repo = tmp_path / "repo"
+    shutil.copytree(os.path.join(example_repo, "identity_batched"), repo / "identity_batched")
+    s = start_server(model_repository=str(repo), model_control_mode=EXPLICIT,
+                     startup_models=["identity_batched"])
+    try:
+        python_model = s.register_model("echo_batched", Echo, inputs={"X": ("FP32", [-1])},
+                                        outputs={"Y": ("FP32", [-1])}, max_batch_size=4)
+        for model, name in [(s.model("identity_batched"), "INPUT0"), (python_model, "X")]:
+            with pytest.raises(tritonserver.InvalidArgumentError, match="batch is empty"):
+                list(model.infer(inputs={name: np.zeros((0, 0), np.float32)}))
+            for shape in [(1, 0), (2, 3)]:  # empty items are fine; so is an ordinary batch
+                out = next(model.infer(inputs={name: np.ones(shape, np.float32)}))
+                assert list(next(iter(out.outputs.values())).shape) == list(shape)
+        assert s.live()
+    finally:
+        stop_within(s)

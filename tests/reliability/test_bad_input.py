@@ -4,17 +4,21 @@ malformed BYTES, tensors whose shape overstates their buffer, wrong
 parameter types, absurd priorities, timeouts, flags and ids) against the
 example models. Each one must either succeed with the right result or raise
 a TritonError subclass, and the server must stay live and keep answering.
+Each run tries a fixed seed and a new random one (printed, so a failure
+names its case).
 """
 
 from __future__ import annotations
 
 import collections
 import math
+import os
+import random
 import struct
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 import tritonserver
@@ -214,10 +218,26 @@ def fuzz_server(example_repo):
     stop_within(s)
 
 
-def test_random_requests_succeed_or_raise_triton_errors(fuzz_server, soak):
-    outcomes: collections.Counter = collections.Counter()
+FIXED_SEED = 20261122
 
-    @settings(max_examples=20000 if soak else 1500, deadline=None, database=None,
+
+def fuzz_seed(kind: str) -> int:
+    """The fixed seed, or a new one per run (TRITONSERVER_FUZZ_SEED repeats
+    a run: a failure prints the seed it ran with)."""
+    if kind == "fixed":
+        return FIXED_SEED
+    chosen = os.environ.get("TRITONSERVER_FUZZ_SEED")
+    return int(chosen) if chosen else random.randrange(1 << 32)
+
+
+@pytest.mark.parametrize("kind", ["fixed", "random"])
+def test_random_requests_succeed_or_raise_triton_errors(fuzz_server, soak, kind):
+    outcomes: collections.Counter = collections.Counter()
+    chosen = fuzz_seed(kind)
+    print(f"\nfuzz seed ({kind}): {chosen} (TRITONSERVER_FUZZ_SEED={chosen} repeats it)")
+
+    @seed(chosen)
+    @settings(max_examples=10000 if soak else 750, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(case=requests())
     def one(case):
@@ -235,5 +255,5 @@ def test_random_requests_succeed_or_raise_triton_errors(fuzz_server, soak):
     tried = sum(outcomes.values())
     assert tried > 0 and outcomes["succeeded"] > 0
     detail = ", ".join(f"{k} {v}" for k, v in outcomes.most_common())
-    record("bad input (hypothesis)", f"{tried} random requests tried: {detail}; "
-                                     "server live and answering after each")
+    record(f"bad input (hypothesis, {kind} seed {chosen})",
+           f"{tried} random requests tried: {detail}; server live and answering after each")

@@ -262,18 +262,22 @@ def resolve(server: ServerLike) -> Server:
     return resolved
 
 
+def running(server: Server) -> bool:
+    """Whether the server is started and live (never raises)."""
+    try:
+        return server.live()
+    except Exception:
+        return False
+
+
 def check_running(server: Server) -> None:
-    if not server.live():
+    if not running(server):
         raise UnavailableError("the server is not running")
 
 
 def unavailable_if_stopped(server: Server, error: BaseException) -> BaseException:
     """An error met while the server stopped becomes UnavailableError."""
-    try:
-        live = server.live()
-    except Exception:
-        live = False
-    if not live:
+    if not running(server):
         return UnavailableError(f"the server is not running ({error_message(error)})")
     return error
 

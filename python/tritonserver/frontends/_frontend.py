@@ -70,7 +70,7 @@ class Frontend:
         with self._lock:
             if self._running:
                 raise InvalidArgumentError(f"{type(self).__name__} is already started")
-            if not self.server.live():
+            if not c.running(self.server):
                 raise InvalidArgumentError(
                     f"{type(self).__name__}: start the tritonserver.Server first")
             self._start()

@@ -34,6 +34,7 @@ from tritonserver import (
     UnavailableError,
     UnsupportedError,
 )
+from tritonserver._enum_names import named
 from tritonserver.frontends import _common as c
 from tritonserver.frontends._frontend import (
     Frontend,
@@ -67,6 +68,7 @@ CONTENTS_FIELD = {
 }
 
 
+@named
 class Grpc_compression_level(enum.IntEnum):  # noqa: N801 - tritonfrontend's name
     """Compression of inference responses (tritonfrontend's enum). grpcio
     compresses with gzip; it has no levels, so LOW, MED and HIGH all mean gzip."""
@@ -337,10 +339,10 @@ class _Service:
     # ---- health and metadata ----
 
     def server_live(self, request: Any, context: Any) -> Any:
-        return self.m.ServerLiveResponse(live=self.server.live())
+        return self.m.ServerLiveResponse(live=c.running(self.server))
 
     def server_ready(self, request: Any, context: Any) -> Any:
-        return self.m.ServerReadyResponse(ready=self.server.live() and self.server.ready())
+        return self.m.ServerReadyResponse(ready=c.running(self.server) and self.server.ready())
 
     def model_ready(self, request: Any, context: Any) -> Any:
         c.check_running(self.server)
@@ -571,7 +573,7 @@ class _Service:
             return int(status.Value("SERVICE_UNKNOWN"))
         # As Triton's own health service: serving while the server runs (its
         # readiness, which model loads and unloads change, is ServerReady's).
-        return int(status.Value("SERVING" if self.server.live() else "NOT_SERVING"))
+        return int(status.Value("SERVING" if c.running(self.server) else "NOT_SERVING"))
 
     def health_check(self, request: Any, context: Any) -> Any:
         status = self._health_status(request.service)

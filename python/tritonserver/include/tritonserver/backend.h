@@ -314,9 +314,17 @@ inline TRITONSERVER_Error* InstanceExecute(TRITONBACKEND_ModelInstance* handle,
     bool cancelled = false;
     LogIfError(TRITONBACKEND_RequestIsCancelled(request->handle(), &cancelled),
                "checking for cancellation");
+    bool empty = false;
+    LogIfError(Guard([&] { empty = request->empty_batch(); }), "reading a request's inputs");
     if (cancelled) {
       request->Fail(TRITONSERVER_ERROR_CANCELLED,
                     "the request was cancelled before it was executed");
+    } else if (empty) {
+      // As Triton's own backends: a batch of no items is refused, never
+      // answered with outputs that lost their batch dimension.
+      request->Fail(TRITONSERVER_ERROR_INVALID_ARG,
+                    "the request's batch is empty (its first dimension is 0): a request to a "
+                    "batching model must hold at least one batch item");
     } else {
       Access::Active(*batch).push_back(request.get());  // reserved: no throw
     }

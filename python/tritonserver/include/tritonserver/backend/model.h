@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "tritonserver/backend/error.h"
 #include "tritonserver/backend/json.h"
@@ -134,6 +135,15 @@ class Model : public WithState {
     max_batch_size_ = max_batch.is_null() ? 0 : max_batch.AsInt();
     const Json& decoupled = config_["model_transaction_policy"]["decoupled"];
     decoupled_ = decoupled.is_bool() && decoupled.AsBool();
+    if (batching() && config_["input"].is_array()) {
+      for (const Json& input : config_["input"].AsArray()) {
+        const Json& shape_tensor = input["is_shape_tensor"];
+        if (shape_tensor.is_bool() && shape_tensor.AsBool()) continue;
+        const Json& reshape = input["reshape"]["shape"];
+        const size_t rank = reshape.is_array() ? reshape.size() : input["dims"].size();
+        batched_ranks_.emplace_back(input["name"].AsString(), rank + 1);
+      }
+    }
   }
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -152,6 +162,14 @@ class Model : public WithState {
   // A decoupled model may send any number of responses per request.
   bool decoupled() const { return decoupled_; }
   bool sequence_batching() const { return config_.Contains("sequence_batching"); }
+  // The rank a batching model's input has in a request, batch dimension
+  // included; 0 for a shape tensor or an unknown name.
+  size_t batched_rank(std::string_view input) const {
+    for (const auto& [name, rank] : batched_ranks_) {
+      if (name == input) return rank;
+    }
+    return 0;
+  }
 
   // The model's folder in its repository.
   std::string repository_path() const {
@@ -178,6 +196,7 @@ class Model : public WithState {
   Json config_;
   int64_t max_batch_size_ = 0;
   bool decoupled_ = false;
+  std::vector<std::pair<std::string, size_t>> batched_ranks_;
 };
 
 // One instance of a model (instance_group count N gives N). The core never

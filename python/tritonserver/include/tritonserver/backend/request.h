@@ -294,6 +294,25 @@ class Request {
     return names;
   }
 
+  // Whether a batching model got a batch of no items. The core gives such a
+  // request's inputs without their batch dimension (it takes batch size 0
+  // to mean "not batched"), so that is what gives it away.
+  bool empty_batch() const {
+    if (!model().batching()) return false;
+    uint32_t count = 0;
+    Check(TRITONBACKEND_RequestInputCount(handle_, &count));
+    for (uint32_t i = 0; i < count; ++i) {
+      TRITONBACKEND_Input* input = nullptr;
+      const char* name = nullptr;
+      uint32_t dims = 0;
+      Check(TRITONBACKEND_RequestInputByIndex(handle_, i, &input));
+      Check(TRITONBACKEND_InputProperties(input, &name, nullptr, nullptr, &dims, nullptr, nullptr));
+      const size_t rank = model().batched_rank(name);
+      if (rank > 0) return dims + 1 == rank;
+    }
+    return false;
+  }
+
   // The batch items in this request: the first dimension of its first input
   // when the model batches, else 1.
   uint64_t batch_size() const {
