@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from tritonserver import InvalidArgumentError, Server, UnavailableError
 from tritonserver.frontends import _common as c
-from tritonserver.frontends._runner import check_address, check_port
+from tritonserver.frontends._runner import UvicornService, check_address, check_port
 
 
 def check_bool(field: str, value: Any) -> bool:
@@ -112,4 +112,35 @@ class Frontend:
         return float(self.server.options.exit_timeout)
 
 
-__all__ = ["Frontend", "check_bool", "check_int", "check_socket_options", "c"]
+class AsgiFrontend(Frontend):
+    """A frontend whose ASGI ``app`` uvicorn serves (KServeHttp, Metrics):
+    options address, port, reuse_port and thread_count."""
+
+    _service_name = "tritonserver-asgi"  # the threads' name
+
+    def __init__(self, server: Any, options: Any, options_class: type):
+        super().__init__(server, options, options_class)
+        name = type(self).__name__
+        check_socket_options(name, self.options)
+        check_int(f"{name}.Options.thread_count", self.options.thread_count, 1, 64)
+        self._service: Optional[UvicornService] = None
+
+    app: Any  # set by the subclass
+
+    def _start(self) -> None:
+        o = self.options
+        service = UvicornService(self._service_name, self.app, o.address, o.port, o.reuse_port,
+                                 o.thread_count, self._graceful_timeout())
+        service.start()
+        self._service = service
+
+    def _stop(self, timeout: float) -> bool:
+        service, self._service = self._service, None
+        return service.stop(timeout) if service is not None else True
+
+    @property
+    def port(self) -> int:
+        return self._service.port if self._service is not None else 0
+
+
+__all__ = ["AsgiFrontend", "Frontend", "check_bool", "check_int", "check_socket_options", "c"]

@@ -28,8 +28,7 @@ from tritonserver import (
 )
 from tritonserver.frontends import _common as c
 from tritonserver.frontends import _json
-from tritonserver.frontends._frontend import Frontend, check_int, check_socket_options
-from tritonserver.frontends._runner import UvicornService
+from tritonserver.frontends._frontend import AsgiFrontend
 from tritonserver.frontends._restricted import (
     Protocols,
     RestrictedLike,
@@ -944,7 +943,7 @@ def create_http_app(server: c.ServerLike, settings: Optional[HttpSettings] = Non
 # ---- The frontend --------------------------------------------------------------------------
 
 
-class KServeHttp(Frontend):
+class KServeHttp(AsgiFrontend):
     """Serves the KServe v2 HTTP/REST protocol for a running Server.
 
     ``KServeHttp(server, KServeHttp.Options(port=8000)).start()``, or use it
@@ -979,31 +978,15 @@ class KServeHttp(Frontend):
         max_input_size: int = c.DEFAULT_MAX_INPUT_SIZE
         restricted_features: RestrictedLike = None
 
+    _service_name = "tritonserver-http"
+
     def __init__(self, server: Server, options: Optional["KServeHttp.Options"] = None):
         super().__init__(server, options, KServeHttp.Options)
         o = self.options
-        check_socket_options("KServeHttp", o)
-        check_int("KServeHttp.Options.thread_count", o.thread_count, 1, 64)
         self.settings = HttpSettings(max_input_size=o.max_input_size,
                                      restricted_features=o.restricted_features,
                                      header_forward_pattern=o.header_forward_pattern)
         self.app = create_http_app(server, self.settings)
-        self._service: Optional[UvicornService] = None
-
-    def _start(self) -> None:
-        o = self.options
-        service = UvicornService("tritonserver-http", self.app, o.address, o.port, o.reuse_port,
-                                 o.thread_count, self._graceful_timeout())
-        service.start()
-        self._service = service
-
-    def _stop(self, timeout: float) -> bool:
-        service, self._service = self._service, None
-        return service.stop(timeout) if service is not None else True
-
-    @property
-    def port(self) -> int:
-        return self._service.port if self._service is not None else 0
 
     @property
     def url(self) -> str:

@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 from tritonserver import InvalidArgumentError, Server
 from tritonserver.frontends import _common as c
-from tritonserver.frontends._frontend import Frontend, check_int, check_socket_options
-from tritonserver.frontends._runner import UvicornService
+from tritonserver.frontends._frontend import AsgiFrontend
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -43,7 +42,7 @@ def create_metrics_app(server: c.ServerLike) -> "Starlette":
     return Starlette(routes=[Route("/metrics", metrics, methods=["GET"])])
 
 
-class Metrics(Frontend):
+class Metrics(AsgiFrontend):
     """Serves the server's metrics at ``http://<address>:<port>/metrics``."""
 
     _kind = "metrics"
@@ -57,27 +56,11 @@ class Metrics(Frontend):
         reuse_port: bool = False
         thread_count: int = 1
 
+    _service_name = "tritonserver-metrics"
+
     def __init__(self, server: Server, options: Optional["Metrics.Options"] = None):
         super().__init__(server, options, Metrics.Options)
-        check_socket_options("Metrics", self.options)
-        check_int("Metrics.Options.thread_count", self.options.thread_count, 1, 64)
         self.app = create_metrics_app(server)
-        self._service: Optional[UvicornService] = None
-
-    def _start(self) -> None:
-        o = self.options
-        service = UvicornService("tritonserver-metrics", self.app, o.address, o.port,
-                                 o.reuse_port, o.thread_count, self._graceful_timeout())
-        service.start()
-        self._service = service
-
-    def _stop(self, timeout: float) -> bool:
-        service, self._service = self._service, None
-        return service.stop(timeout) if service is not None else True
-
-    @property
-    def port(self) -> int:
-        return self._service.port if self._service is not None else 0
 
     @property
     def url(self) -> str:
