@@ -99,19 +99,32 @@ def code_of(error: Optional[BaseException]) -> int:
 
 def summary(error: BaseException, limit: int = SUMMARY_FRAMES) -> str:
     """``Type: message`` and the last frames of the traceback outside this
-    package, one line each. Clears the frames' locals: a kept message must
-    not keep what they referred to (a batch, its input arrays) alive."""
+    package, one line each. Releases the frames (release_frames)."""
     text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     tb = error.__traceback__
     if tb is not None:
         frames = [f for f in traceback.extract_tb(tb)
                   if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR)][-limit:]
         text += "".join(f"\n  at {f.filename}:{f.lineno} in {f.name}" for f in frames)
-        try:
-            traceback.clear_frames(tb)
-        except RuntimeError:  # a frame still running
-            pass
+    release_frames(error)
     return text
+
+
+def release_frames(error: BaseException) -> None:
+    """Clear and drop the frames of `error`'s traceback and of the
+    exceptions it was raised from or during. Once its message is taken, an
+    error must not keep what those frames referred to (a batch, the input
+    arrays that keep a request) alive: an exception raised in an except
+    block sits in a reference cycle with its frame, which only the garbage
+    collector would break."""
+    seen: set[int] = set()
+    chained: Optional[BaseException] = error
+    while chained is not None and id(chained) not in seen:
+        seen.add(id(chained))
+        if chained.__traceback__ is not None:
+            traceback.clear_frames(chained.__traceback__)
+            chained.__traceback__ = None  # a frame keeps its callers' frames too
+        chained = chained.__cause__ or chained.__context__
 
 
 def describe_exception(error: BaseException) -> tuple[int, str]:
@@ -136,6 +149,7 @@ __all__ = [
     "CancelledError",
     "code_of",
     "describe_exception",
+    "release_frames",
     "error_from_code",
     "summary",
 ]

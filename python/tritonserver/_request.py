@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import queue
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
 
 import numpy as np
 
@@ -47,6 +47,10 @@ class InferenceRequest:
     output_memory_allocator: Optional["MemoryAllocator"] = None
     response_queue: Optional[Union[queue.SimpleQueue[InferenceResponse],
                                    asyncio.Queue[InferenceResponse]]] = None
+    # The outputs to compute (None: all). Not a field (the reference page
+    # lists the fields): the network frontends set it on a request, with
+    # setattr, from what their clients ask for.
+    _requested_outputs: ClassVar[Optional[list[str]]] = None
 
     def _submission(self) -> Submission:
         """This request as the binding's, ready to send (validated first).
@@ -86,6 +90,9 @@ class InferenceRequest:
         if self.output_memory_allocator is not None or self.output_memory_type is not None \
                 or not _defaults.as_shipped:
             _set_output_memory(request, self.output_memory_allocator, self.output_memory_type)
+        if self._requested_outputs is not None:
+            for name in self._requested_outputs:
+                request.add_requested_output(name)
         _add_inputs(request, model, self.inputs)
         return request, self.response_queue, self.request_id
 

@@ -30,6 +30,7 @@ namespace {
 // functions. Made once per process and never freed (Python objects of this
 // backend's types may outlive the core's use of it).
 struct Runtime {
+  py::object complete_config;
   py::object load_model;
   py::object finalize_model;
   py::object initialize_instance;
@@ -67,9 +68,9 @@ void LoadRuntime() {
         "tritonserver._inprocess._response.Output changed its fields; update "
         "the inprocess backend's ParseOutput");
   }
-  runtime = new Runtime{dispatch.attr("load_model"), dispatch.attr("finalize_model"),
-                        dispatch.attr("initialize_instance"), dispatch.attr("finalize_instance"),
-                        dispatch.attr("execute")};
+  runtime = new Runtime{dispatch.attr("complete_config"),   dispatch.attr("load_model"),
+                        dispatch.attr("finalize_model"),    dispatch.attr("initialize_instance"),
+                        dispatch.attr("finalize_instance"), dispatch.attr("execute")};
 }
 
 void RequirePython() {
@@ -114,6 +115,13 @@ class InProcess : public tb::Backend {
   void ModelInitialize(tb::Model& model) override {
     RequirePython();
     py::gil_scoped_acquire gil;
+    if (model.AutoCompleteAllowed()) {  // the model's runtime may complete its configuration
+      py::object completed = CallPython([&] {
+        return runtime->complete_config(model.name(), model.version(), model.config_text(),
+                                        model.repository_path(), model.backend().config_text());
+      });
+      if (!completed.is_none()) model.SetConfig(completed.cast<std::string>());
+    }
     py::object loaded = CallPython([&] {
       return runtime->load_model(model.name(), model.version(), model.config_text(),
                                  model.repository_path());

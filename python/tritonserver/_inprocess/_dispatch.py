@@ -14,6 +14,7 @@ from tritonserver._errors import InternalError, TritonError, code_of, error_from
 from tritonserver._inprocess import _loader
 from tritonserver._inprocess._model import ModelInstance, PythonModel
 from tritonserver._inprocess._request import ModelRequest, send
+from tritonserver._onnx import BACKEND as ONNX_BACKEND
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,13 +59,44 @@ def _raise(model_name: str, hook: str, error: BaseException) -> None:
     raise error_from_code(code, message) from None
 
 
+def _string_parameters(config: dict[str, Any]) -> dict[str, str]:
+    return {key: value.get("string_value", "")
+            for key, value in config.get("parameters", {}).items()}
+
+
+def complete_config(name: str, version: int, config_json: str, repository_path: str,
+                    backend_settings_json: str) -> Optional[str]:
+    """The model configuration completed by its runtime (the server allows
+    it: Options.strict_model_config=False), or None to keep it."""
+    config = json.loads(config_json)
+    if config.get("backend") != ONNX_BACKEND:
+        return None
+    from tritonserver._onnx import _config, _session
+
+    settings = json.loads(backend_settings_json).get("cmdline", {})
+    try:
+        ort = _session.onnxruntime()
+        path = _session.model_path(name, version, repository_path, config)
+        session = _session.open_session(ort, name, path, ort.SessionOptions(),
+                                        ["CPUExecutionProvider"])
+        completed = _config.complete(name, config, *_config.model_tensors(name, session),
+                                     settings.get("default-max-batch-size"))
+    except Exception as e:
+        _raise(name, "completing its configuration", e)
+    return None if completed is None else json.dumps(completed)
+
+
 def load_model(name: str, version: int, config_json: str, repository_path: str) -> LoadedModel:
     config = json.loads(config_json)
-    parameters = {key: value.get("string_value", "")
-                  for key, value in config.get("parameters", {}).items()}
+    parameters = _string_parameters(config)
     try:
-        model = _loader.make(name, version, repository_path, parameters,
-                             config.get("default_model_filename", ""))
+        if config.get("backend") == ONNX_BACKEND:
+            from tritonserver._onnx._model import OnnxRuntimeModel
+
+            model: PythonModel = OnnxRuntimeModel()
+        else:
+            model = _loader.make(name, version, repository_path, parameters,
+                                 config.get("default_model_filename", ""))
     except Exception as e:
         _raise(name, "loading its Python class", e)
     model.name, model.version, model.config = name, version, config

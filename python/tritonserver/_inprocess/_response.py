@@ -9,7 +9,13 @@ import numpy as np
 
 from tritonserver import _datatypes as dt
 from tritonserver._enums import DataType, MemoryType
-from tritonserver._errors import InvalidArgumentError, TritonError, UnsupportedError, code_of
+from tritonserver._errors import (
+    InvalidArgumentError,
+    TritonError,
+    UnsupportedError,
+    code_of,
+    release_frames,
+)
 from tritonserver._tensor import Tensor, _bytes_tensor
 
 _BYTES = int(DataType.BYTES)
@@ -119,5 +125,6 @@ def _convert(name: str, value: Any, spec: tuple[int, Optional[np.dtype[Any]]]) -
 def error_parts(error: Any) -> tuple[int, str]:
     """(code, message) of an exception or a message given as a response error."""
     if isinstance(error, BaseException):
+        release_frames(error)  # the message is all that is kept
         return code_of(error), (str(error) or type(error).__name__)
     return code_of(None), str(error)

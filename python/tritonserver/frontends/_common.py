@@ -459,14 +459,18 @@ class Call:
     outputs: Optional[list[str]] = None  # requested outputs, in order; None: all
 
     def request(self, model: Model) -> Optional[InferenceRequest]:
-        """The InferenceRequest, or None when only inputs are set (fast path)."""
+        """The InferenceRequest, or None when only inputs are set (fast path).
+        Named outputs are the only ones the model computes."""
         if (not self.request_id and self.correlation_id is None and not self.flags
-                and not self.priority and not self.timeout and not self.parameters):
+                and not self.priority and not self.timeout and not self.parameters
+                and self.outputs is None):
             return None
-        return InferenceRequest(
+        request = InferenceRequest(
             model=model, request_id=self.request_id or None, flags=self.flags,
             correlation_id=self.correlation_id, priority=self.priority, timeout=self.timeout,
             inputs=self.inputs, parameters=self.parameters)
+        setattr(request, "_requested_outputs", self.outputs)  # noqa: B010 - not a field
+        return request
 
 
 def sequence_flag(key: str, value: Any) -> int:

@@ -91,8 +91,10 @@ class Backend {
   TRITONBACKEND_Backend* handle() const { return handle_; }
   // The backend's name (its folder and libtriton_<name>.so).
   const std::string& name() const { return name_; }
-  // The backend's configuration: {"cmdline": {"<setting>": "<value>"}, ...}.
+  // The backend's configuration: {"cmdline": {"<setting>": "<value>"}, ...},
+  // parsed and as the core's text.
   const Json& config() const { return config_; }
+  const std::string& config_text() const { return config_text_; }
   // A setting given to the server for this backend (the Python API's
   // Options.backend_configuration[name][key]).
   std::optional<std::string> Setting(std::string_view key) const {
@@ -105,6 +107,7 @@ class Backend {
   friend struct detail::Access;
   TRITONBACKEND_Backend* handle_ = nullptr;
   std::string name_;
+  std::string config_text_;
   Json config_;
 };
 
@@ -118,7 +121,8 @@ struct Access {
     backend.name_ = name;
     TRITONSERVER_Message* config = nullptr;  // owned by the core
     Check(TRITONBACKEND_BackendConfig(handle, &config));
-    backend.config_ = Json::Parse(MessageJson(config));
+    backend.config_text_ = MessageJson(config);
+    backend.config_ = Json::Parse(backend.config_text_);
   }
 
   static std::unique_ptr<Requests> MakeRequests(Instance& instance,

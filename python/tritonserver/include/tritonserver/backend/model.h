@@ -126,24 +126,7 @@ class Model : public WithState {
     Check(TRITONBACKEND_ModelName(model, &name));
     name_ = name;
     Check(TRITONBACKEND_ModelVersion(model, &version_));
-    TRITONSERVER_Message* message = nullptr;
-    Check(TRITONBACKEND_ModelConfig(model, 1, &message));
-    detail::MessagePtr owned(message);
-    config_text_ = detail::MessageJson(message);
-    config_ = Json::Parse(config_text_);
-    const Json& max_batch = config_["max_batch_size"];
-    max_batch_size_ = max_batch.is_null() ? 0 : max_batch.AsInt();
-    const Json& decoupled = config_["model_transaction_policy"]["decoupled"];
-    decoupled_ = decoupled.is_bool() && decoupled.AsBool();
-    if (batching() && config_["input"].is_array()) {
-      for (const Json& input : config_["input"].AsArray()) {
-        const Json& shape_tensor = input["is_shape_tensor"];
-        if (shape_tensor.is_bool() && shape_tensor.AsBool()) continue;
-        const Json& reshape = input["reshape"]["shape"];
-        const size_t rank = reshape.is_array() ? reshape.size() : input["dims"].size();
-        batched_ranks_.emplace_back(input["name"].AsString(), rank + 1);
-      }
-    }
+    ReadConfig();
   }
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -162,6 +145,25 @@ class Model : public WithState {
   // A decoupled model may send any number of responses per request.
   bool decoupled() const { return decoupled_; }
   bool sequence_batching() const { return config_.Contains("sequence_batching"); }
+
+  // Whether the server lets backends complete the configuration (the
+  // Python API's Options.strict_model_config=False).
+  bool AutoCompleteAllowed() const {
+    bool allowed = false;
+    Check(TRITONBACKEND_ModelAutoCompleteConfig(handle_, &allowed));
+    return allowed;
+  }
+  // Replaces the configuration with `json` (a completed config.pbtxt as
+  // JSON), during ModelInitialize only. The core keeps from it
+  // max_batch_size, the inputs and outputs, the scheduler (when none was
+  // set) and the transaction policy; config() then reads the result.
+  void SetConfig(const std::string& json) {
+    TRITONSERVER_Message* message = nullptr;
+    Check(TRITONSERVER_MessageNewFromSerializedJson(&message, json.data(), json.size()));
+    detail::MessagePtr owned(message);
+    Check(TRITONBACKEND_ModelSetConfig(handle_, 1, message));
+    ReadConfig();
+  }
   // The rank a batching model's input has in a request, batch dimension
   // included; 0 for a shape tensor or an unknown name.
   size_t batched_rank(std::string_view input) const {
@@ -188,6 +190,28 @@ class Model : public WithState {
   }
 
  private:
+  void ReadConfig() {
+    TRITONSERVER_Message* message = nullptr;
+    Check(TRITONBACKEND_ModelConfig(handle_, 1, &message));
+    detail::MessagePtr owned(message);
+    config_text_ = detail::MessageJson(message);
+    config_ = Json::Parse(config_text_);
+    const Json& max_batch = config_["max_batch_size"];
+    max_batch_size_ = max_batch.is_null() ? 0 : max_batch.AsInt();
+    const Json& decoupled = config_["model_transaction_policy"]["decoupled"];
+    decoupled_ = decoupled.is_bool() && decoupled.AsBool();
+    batched_ranks_.clear();
+    if (batching() && config_["input"].is_array()) {
+      for (const Json& input : config_["input"].AsArray()) {
+        const Json& shape_tensor = input["is_shape_tensor"];
+        if (shape_tensor.is_bool() && shape_tensor.AsBool()) continue;
+        const Json& reshape = input["reshape"]["shape"];
+        const size_t rank = reshape.is_array() ? reshape.size() : input["dims"].size();
+        batched_ranks_.emplace_back(input["name"].AsString(), rank + 1);
+      }
+    }
+  }
+
   TRITONBACKEND_Model* handle_;
   Backend* backend_;
   std::string name_;

@@ -1,0 +1,102 @@
+"""OnnxRuntimeModel: one load of an ONNX model. One ONNX Runtime session per
+instance (instance_group count N gives N sessions, running in parallel:
+ONNX Runtime releases the GIL while it runs); a batch the dynamic batcher
+formed runs as one ``run`` along the first dimension, computing only the
+outputs its requests asked for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tritonserver._errors import InvalidArgumentError
+from tritonserver._inprocess._model import ModelInstance, PythonModel
+from tritonserver._onnx import _config, _session
+
+
+class OnnxRuntimeModel(PythonModel):
+    def initialize(self) -> None:
+        self._ort = _session.onnxruntime()
+        self._path = _session.model_path(self.name, self.version, self.repository_path,
+                                          self.config)
+        self._options = _session.session_options(self._ort, self.config, self.parameters)
+        self._batching = int(self.config.get("max_batch_size", 0)) > 0
+        self._strings = {e["name"] for e in self.config.get("input", [])
+                         if e.get("data_type") == "TYPE_STRING"}
+        self._checked = False
+
+    def initialize_instance(self, instance: ModelInstance) -> None:
+        kind = instance.kind if instance.kind.startswith("KIND_") else f"KIND_{instance.kind}"
+        chosen = _session.providers(self._ort, self.name, self.config, kind)
+        session = _session.open_session(self._ort, self.name, self._path, self._options, chosen,
+                                        instance.device_id)
+        if not self._checked:  # the configuration against the model, once per load
+            _config.check(self.name, self.config, *_config.model_tensors(self.name, session))
+            self._checked = True
+        instance.session = session  # type: ignore[attr-defined]
+        instance.run_options = _session.run_options(  # type: ignore[attr-defined]
+            self._ort, self.parameters)
+
+    def finalize_instance(self, instance: ModelInstance) -> None:
+        instance.__dict__.pop("session", None)  # frees the session and its memory
+
+    def execute(self, requests: list[Any]) -> list[Any]:
+        instance = requests[0].instance
+        if self._batching and len(requests) > 1:
+            try:
+                feeds = [self._feed(r) for r in requests]
+            except InvalidArgumentError:
+                feeds = []  # one request's input is bad: it fails alone, below
+            try:
+                if feeds:
+                    return self._run_batch(instance, requests, feeds)
+            except _NotStackable:
+                pass  # inputs of different shapes: one run per request
+        return [self._run_one(instance, r) for r in requests]
+
+    def _feed(self, request: Any) -> dict[str, Any]:
+        feed = dict(request.inputs)
+        for name in self._strings.intersection(feed):
+            feed[name] = _as_str(name, feed[name])
+        return feed
+
+    def _run(self, instance: Any, names: list[str], feed: dict[str, Any]) -> list[Any]:
+        return list(instance.session.run(names, feed, instance.run_options))
+
+    def _run_one(self, instance: Any, request: Any) -> Any:
+        try:
+            names = list(request.requested_outputs)
+            return dict(zip(names, self._run(instance, names, self._feed(request))))
+        except InvalidArgumentError as e:
+            return e  # this request fails alone
+
+    def _run_batch(self, instance: Any, requests: list[Any],
+                   feeds: list[dict[str, Any]]) -> list[Any]:
+        sizes = [len(next(iter(f.values()))) if f else 0 for f in feeds]
+        try:
+            feed = {name: np.concatenate([f[name] for f in feeds]) for name in feeds[0]}
+        except (ValueError, KeyError):
+            raise _NotStackable() from None
+        names = sorted({n for r in requests for n in r.requested_outputs})
+        results = self._run(instance, names, feed)
+        cuts = np.cumsum(sizes)[:-1]
+        parts = [np.split(result, cuts) for result in results]
+        return [{n: parts[i][k] for i, n in enumerate(names) if n in r.requested_outputs}
+                for k, r in enumerate(requests)]
+
+
+class _NotStackable(Exception):
+    pass
+
+
+def _as_str(name: str, array: Any) -> Any:
+    """BYTES arrive as bytes objects; ONNX string tensors take str (UTF-8)."""
+    try:
+        return np.vectorize(lambda b: b.decode("utf-8") if isinstance(b, bytes) else str(b),
+                            otypes=[object])(array)
+    except UnicodeDecodeError as e:
+        raise InvalidArgumentError(
+            f"input '{name}': ONNX string tensors hold UTF-8 text; an element is not "
+            f"({e.reason} at byte {e.start})") from None
+
