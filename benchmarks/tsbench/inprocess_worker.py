@@ -30,7 +30,7 @@ if not __package__:
 
 import numpy as np  # noqa: E402
 
-from tsbench import loops  # noqa: E402
+from tsbench import api_calls, loops  # noqa: E402
 
 SYSTEMS = ("inprocess", "inprocess-pb-utils", "python-backend")
 MODEL = "identity_py"
@@ -93,28 +93,17 @@ class PythonModels(loops.System):
         self.model = self.server.model(MODEL)
 
     def sync_call(self, x: np.ndarray) -> loops.Call:
-        model, inputs, from_dlpack = self.model, {"INPUT0": x}, np.from_dlpack
-
-        def call() -> None:
-            from_dlpack(next(model.infer(inputs=inputs)).outputs["OUTPUT0"])
-
-        return call
+        return api_calls.infer_call(self.model, x)
 
     def thread_call_factories(self, x: np.ndarray, n: int) -> list:
         return [lambda: self.sync_call(x)] * n
 
     @contextlib.asynccontextmanager
     async def async_session(self, x: np.ndarray):
-        model, inputs, from_dlpack = self.model, {"INPUT0": x}, np.from_dlpack
-
-        async def acall() -> None:
-            async for response in model.async_infer(inputs=inputs):
-                from_dlpack(response.outputs["OUTPUT0"])
-
-        yield acall
+        yield api_calls.async_infer_call(self.model, x)
 
     def verify(self, x: np.ndarray) -> None:
-        y = np.from_dlpack(next(self.model.infer(inputs={"INPUT0": x})).outputs["OUTPUT0"])
+        y = api_calls.output(self.model, x)
         if y.dtype != np.float32 or not np.array_equal(y, x):
             raise SystemExit(f"{self.name}: the output differs from the input")
 

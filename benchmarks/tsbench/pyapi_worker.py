@@ -23,22 +23,10 @@ if not __package__:
 
 import numpy as np  # noqa: E402
 
-from tsbench import loops  # noqa: E402
+from tsbench import api_calls, loops  # noqa: E402
 
 MODEL = "identity_fp32"
 STOP_TIMEOUT_S = 60
-
-
-def _infer_call(model, x: np.ndarray) -> loops.Call:
-    """One synchronous inference, its output read through DLPack."""
-    inputs = {"INPUT0": x}
-    from_dlpack = np.from_dlpack
-
-    def call() -> None:
-        response = next(model.infer(inputs=inputs))
-        from_dlpack(response.outputs["OUTPUT0"])
-
-    return call
 
 
 class PythonApi(loops.System):
@@ -55,30 +43,21 @@ class PythonApi(loops.System):
         self.model = self.server.model(MODEL)
 
     def sync_call(self, x: np.ndarray) -> loops.Call:
-        return _infer_call(self.model, x)
+        return api_calls.infer_call(self.model, x)
 
     def thread_call_factories(self, x: np.ndarray, n: int) -> list:
         # Each thread gets its own Model handle, as separate callers would.
         def factory() -> loops.Call:
-            return _infer_call(self.server.model(MODEL), x)
+            return api_calls.infer_call(self.server.model(MODEL), x)
 
         return [factory] * n
 
     @contextlib.asynccontextmanager
     async def async_session(self, x: np.ndarray):
-        model = self.model
-        inputs = {"INPUT0": x}
-        from_dlpack = np.from_dlpack
-
-        async def acall() -> None:
-            async for response in model.async_infer(inputs=inputs):
-                from_dlpack(response.outputs["OUTPUT0"])
-
-        yield acall
+        yield api_calls.async_infer_call(self.model, x)
 
     def verify(self, x: np.ndarray) -> None:
-        response = next(self.model.infer(inputs={"INPUT0": x}))
-        y = np.from_dlpack(response.outputs["OUTPUT0"])
+        y = api_calls.output(self.model, x)
         if y.dtype != np.float32 or not np.array_equal(y, x):
             raise SystemExit("python-api: the output differs from the input")
 

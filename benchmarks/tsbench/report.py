@@ -35,7 +35,7 @@ README_BEGIN = "<!-- last-run:begin (written by run.py --update-readme) -->"
 README_END = "<!-- last-run:end -->"
 
 
-def _spread(values: list) -> dict:
+def spread(values: list) -> dict:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
@@ -53,11 +53,11 @@ def summarize(rounds_by_system: dict) -> tuple:
                 continue
             key, unit = FIGURE[workload]
             values = [float(run[key]) for run in runs]
-            entry = {"system": system, "workload": workload, "unit": unit, **_spread(values),
+            entry = {"system": system, "workload": workload, "unit": unit, **spread(values),
                      "runs": values}
             if workload == "sync":
-                entry["p50_us"] = _spread([float(run["p50_us"]) for run in runs])
-                entry["p99_us"] = _spread([float(run["p99_us"]) for run in runs])
+                entry["p50_us"] = spread([float(run["p50_us"]) for run in runs])
+                entry["p99_us"] = spread([float(run["p99_us"]) for run in runs])
             results.append(entry)
             medians[(system, workload)] = entry["median"]
     by_system = {}

@@ -1,5 +1,6 @@
-"""Smoke test of the benchmark harness: `benchmarks/run.py --quick` works end
-to end and writes a complete results document.
+"""Smoke tests of the benchmark harness: `benchmarks/run.py --quick` and
+`benchmarks/onnx.py --quick` work end to end and write complete results
+documents.
 
 It measures nothing that is checked: no figure is compared with a time or a
 rate, only the document's shape (every system x workload present, numbers
@@ -22,22 +23,25 @@ import tritonserver
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = os.path.join(REPO, "benchmarks", "run.py")
+ONNX = os.path.join(REPO, "benchmarks", "onnx.py")
 SYSTEMS = ("python-api", "c-api", "tritonclient-http", "tritonclient-grpc", "serve-http",
            "serve-grpc")
 WORKLOADS = ("sync", "async64", "large16MiB", "threads4")
 UNITS = {"sync": "inferences/s", "async64": "inferences/s", "large16MiB": "GB/s",
          "threads4": "inferences/s"}
 RUN_TIMEOUT_S = 600  # generous: a cold venv (PyPI) and a cold build come first
+ONNX_TIMEOUT_S = 300  # about 20 s here
+ONNX_FIGURES = {("mlp", "direct"): {"sync"}, ("mlp", "server"): {"sync", "async64"},
+                ("mlp", "python-backend"): {"sync"}, ("resnet", "direct"): {"sync"},
+                ("resnet", "server"): {"sync"}, ("resnet", "python-backend"): {"sync"}}
 
 
 def _positive(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
-def test_quick_run_writes_every_figure(tmp_path):
-    out = tmp_path / "bench.json"
+def _run_quick(script: str, out, timeout: float) -> dict:
+    """`script --quick --json out`; the document it wrote."""
     env = dict(os.environ)
     # The workers must load the package under test: the source tree's when
     # that is what this process imported, else the installed one.
@@ -45,12 +49,17 @@ def test_quick_run_writes_every_figure(tmp_path):
     if os.path.realpath(pkg_parent) == os.path.realpath(os.path.join(REPO, "python")):
         env["PYTHONPATH"] = os.pathsep.join(
             [pkg_parent] + [p for p in [env.get("PYTHONPATH")] if p])
-    proc = subprocess.run([sys.executable, RUN, "--quick", "--json", str(out)], cwd=REPO,
+    proc = subprocess.run([sys.executable, script, "--quick", "--json", str(out)], cwd=REPO,
                           env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT_S)
+                          timeout=timeout)
     assert proc.returncode == 0, (proc.stdout[-3000:] + "\n" + proc.stderr[-6000:])
+    return json.loads(out.read_text())
 
-    doc = json.loads(out.read_text())
+
+@pytest.mark.slow
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_quick_run_writes_every_figure(tmp_path):
+    doc = _run_quick(RUN, tmp_path / "bench.json", RUN_TIMEOUT_S)
     assert set(doc) >= {"machine", "results", "ratios"}
 
     m = doc["machine"]
@@ -80,3 +89,37 @@ def test_quick_run_writes_every_figure(tmp_path):
         expected = (found[("python-api", workload)]["median"] /
                     found[("c-api", workload)]["median"])
         assert math.isclose(ratio, expected, rel_tol=1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(ONNX_TIMEOUT_S + 60)
+def test_quick_onnx_run_writes_every_figure_and_ratio(tmp_path):
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    doc = _run_quick(ONNX, tmp_path / "onnx.json", ONNX_TIMEOUT_S)
+    assert doc["pinned"] is None and doc["rounds"] == 3
+
+    results = doc["results"]
+    found = {(m, s): set(by_w) for m, by_s in results.items() for s, by_w in by_s.items()}
+    assert found == ONNX_FIGURES
+    for (model, system), workloads in ONNX_FIGURES.items():
+        for workload in workloads:
+            r = results[model][system][workload]
+            assert r["min"] <= r["median"] <= r["max"], (model, system, workload)
+            assert len(r["runs"]) == 3 and all(_positive(v) for v in r["runs"])
+        assert _positive(results[model][system]["sync"]["p50_us"]["median"])
+
+    medians = {(m, s, w): r["median"] for m, by_s in results.items()
+               for s, by_w in by_s.items() for w, r in by_w.items()}
+    targets = {"mlp: server sync / direct sync": 0.5,
+               "mlp: server sync / python-backend sync": 3.0,
+               "mlp: server async64 / direct sync": 2.0,
+               "resnet: server sync / direct sync": 0.95}
+    assert set(doc["ratios"]) >= set(targets)
+    for name, ratio in doc["ratios"].items():
+        expected = (medians[(ratio["model"], *ratio["of"])] /
+                    medians[(ratio["model"], *ratio["over"])])
+        assert math.isclose(ratio["value"], expected, rel_tol=1e-9), name
+        assert ratio["target"] == targets.get(name)
+        if ratio["target"] is not None:
+            assert ratio["met"] == (ratio["value"] >= ratio["target"]), name

@@ -85,6 +85,34 @@ def slow(size: int = 512, rounds: int = 40) -> onnx.ModelProto:
     return _model(nodes, [x], [y], [weight])
 
 
+def conv_net(seed: int = 3) -> onnx.ModelProto:
+    """A small convolutional network: [batch, 3, 32, 32] -> two 3x3 convs
+    with ReLU, a residual add, global average pooling, a dense layer to 10
+    classes (LOGITS)."""
+    rng = np.random.default_rng(seed)
+
+    def weight(name: str, *shape: int) -> onnx.TensorProto:
+        values = (rng.standard_normal(shape) * 0.1).astype(np.float32)
+        return helper.make_tensor(name, TensorProto.FLOAT, list(shape), values.tobytes(), raw=True)
+
+    pads = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    nodes = [
+        helper.make_node("Conv", ["IMAGE", "W1", "B1"], ["c1"], **pads),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "W2", "B2"], ["c2"], **pads),
+        helper.make_node("Add", ["c2", "r1"], ["sum"]),
+        helper.make_node("Relu", ["sum"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["pooled"]),
+        helper.make_node("Flatten", ["pooled"], ["flat"]),
+        helper.make_node("Gemm", ["flat", "W3", "B3"], ["LOGITS"]),
+    ]
+    weights = [weight("W1", 8, 3, 3, 3), weight("B1", 8), weight("W2", 8, 8, 3, 3),
+               weight("B2", 8), weight("W3", 8, 10), weight("B3", 10)]
+    image = helper.make_tensor_value_info("IMAGE", TensorProto.FLOAT, ["batch", 3, 32, 32])
+    logits = helper.make_tensor_value_info("LOGITS", TensorProto.FLOAT, ["batch", 10])
+    return _model(nodes, [image], [logits], weights)
+
+
 def write(repo: str, name: str, model: onnx.ModelProto, config: Optional[str] = None,
           version: int = 1, filename: str = "model.onnx", external_data: bool = False) -> str:
     """<repo>/<name>/<version>/<filename> (a folder holding model.onnx and its

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""ONNX models: our onnxruntime backend against onnxruntime called directly
+and against onnxruntime inside a python-backend model.py.
+
+    python benchmarks/onnx.py                  # 5 runs x 2 s per figure
+    python benchmarks/onnx.py --quick          # a smoke run
+    python benchmarks/onnx.py --pin --json out.json
+
+Two models built at run time (tsbench/onnx_models.py): a 3-layer MLP on 16
+FP32 values and a small ResNet-style network on a 3x224x224 image, batch 1.
+Three systems (tsbench/onnx_worker.py): onnxruntime's InferenceSession.run
+from Python (direct, the ceiling), our Server with platform
+"onnxruntime_onnx" (server), and a python-backend model.py running the same
+session on Triton's python backend (python-backend). Workload sync for all,
+and async64 for the MLP on the server, on a copy of the model with dynamic
+batching. Each system runs in its own process, interleaved round by round;
+every figure is the median (min-max) of the runs, and the ratios divide
+medians of the same run, each printed next to its target.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# Python put this folder first on sys.path, where this file would shadow the
+# onnx package: it goes last (for tsbench).
+sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(HERE)]
+sys.path.append(HERE)
+
+from tsbench import interleaved, onnx_models  # noqa: E402
+from tsbench.onnx_worker import SYSTEMS  # noqa: E402
+from tsbench.procs import note  # noqa: E402
+
+WORKER = os.path.join(HERE, "tsbench", "onnx_worker.py")
+WORKLOADS = ("sync", "async64")
+# (model, (system, workload), over (system, workload), target: at least this)
+RATIOS = (
+    ("mlp", ("server", "sync"), ("direct", "sync"), 0.5),
+    ("mlp", ("server", "sync"), ("python-backend", "sync"), 3.0),
+    ("mlp", ("server", "async64"), ("direct", "sync"), 2.0),
+    ("resnet", ("server", "sync"), ("direct", "sync"), 0.95),
+    ("resnet", ("server", "sync"), ("python-backend", "sync"), None),
+)
+
+
+def ratio_name(model: str, ours: tuple, theirs: tuple) -> str:
+    return f"{model}: {' '.join(ours)} / {' '.join(theirs)}"
+
+
+def summarize(runs: dict) -> tuple:
+    """(results, ratios) from {model: {system: {workload: [round figures]}}}."""
+    results = {m: {s: {w: {**interleaved.spread([f["ips"] for f in figures]),
+                           **({"p50_us": interleaved.spread([f["p50_us"] for f in figures])}
+                              if w == "sync" else {})}
+                       for w, figures in by_w.items()}
+                   for s, by_w in by_s.items()}
+               for m, by_s in runs.items()}
+    ratios = {}
+    for model, ours, theirs, target in RATIOS:
+        value = (results[model][ours[0]][ours[1]]["median"] /
+                 results[model][theirs[0]][theirs[1]]["median"])
+        ratios[ratio_name(model, ours, theirs)] = {
+            "model": model, "of": list(ours), "over": list(theirs), "value": value,
+            "target": target, "met": None if target is None else value >= target}
+    return results, ratios
+
+
+def print_tables(results: dict, ratios: dict) -> None:
+    print("\n| model | system | sync inf/s | sync p50 µs | async64 inf/s |")
+    print("|---|---|---|---|---|")
+    for model, by_s in results.items():
+        for system in SYSTEMS:
+            figures = by_s[system]
+            cells = [interleaved.cell(figures["sync"]),
+                     f"{figures['sync']['p50_us']['median']:,.0f}",
+                     interleaved.cell(figures["async64"]) if "async64" in figures else "-"]
+            print(f"| {model} | {system} | " + " | ".join(cells) + " |")
+    print("\n| ratio of medians | value | target | met |")
+    print("|---|---|---|---|")
+    for name, r in ratios.items():
+        target = "-" if r["target"] is None else f">= {r['target']:g}"
+        met = "-" if r["met"] is None else ("yes" if r["met"] else "no")
+        print(f"| {name} | {r['value']:.2f} | {target} | {met} |")
+
+
+def main(argv: list) -> int:
+    args = interleaved.parse_args(__doc__, os.path.join(HERE, "build", "logs-onnx"), argv)
+    pinned = interleaved.pin(args)
+    runs: dict = {m: {s: {} for s in SYSTEMS} for m in onnx_models.MODELS}
+    with tempfile.TemporaryDirectory(prefix="tsbench-onnx-models-") as folder:
+        onnx_models.build(folder)
+
+        def measure(system: str) -> None:
+            document = interleaved.run_worker(WORKER, system, args, [
+                "--workloads", ",".join(WORKLOADS), "--model-dir", folder])
+            for model, rounds in document["models"].items():
+                for w, figures in rounds[0].items():
+                    runs[model][system].setdefault(w, []).append(figures)
+            note(f"  {system:15s} " + "  ".join(
+                f"{m} {w} {f[-1]['ips']:,.0f}/s" for m in onnx_models.MODELS
+                for w, f in runs[m][system].items()))
+
+        if not interleaved.each_round(args, SYSTEMS, measure):
+            return 1
+    results, ratios = summarize(runs)
+    print_tables(results, ratios)
+    print(f"\n{interleaved.settings_line(args, pinned)}")
+    interleaved.write_json(args, pinned, {"results": results, "ratios": ratios})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

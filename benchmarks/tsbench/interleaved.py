@@ -1,0 +1,89 @@
+"""What the entry points that run one worker process per system, interleaved
+round by round (inprocess.py, onnx.py), share: their options, pinning, one
+worker run, the figures' spreads and the results file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Callable, Optional
+
+from tsbench import machine, report
+from tsbench.procs import BenchError, note, run_logged
+
+WORKER_TIMEOUT_S = 300
+
+
+def parse_args(description: str, logs: str, argv: list) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="3 runs x 0.25 s per figure")
+    p.add_argument("--rounds", type=int)
+    p.add_argument("--seconds", type=float)
+    p.add_argument("--pin", nargs="?", const="0", metavar="CPUS",
+                   help="pin the run to these CPUs (default when given alone: 0)")
+    p.add_argument("--json", metavar="PATH", help="write the results here")
+    p.add_argument("--logs", default=logs)
+    args = p.parse_args(argv)
+    args.rounds = args.rounds or (3 if args.quick else 5)
+    args.seconds = args.seconds or (0.25 if args.quick else 2.0)
+    return args
+
+
+def pin(args: argparse.Namespace) -> Optional[list]:
+    """Pin this process (and so every worker) when --pin says so; the CPUs."""
+    if args.pin is None:
+        return None
+    cpus = machine.parse_cpu_list(args.pin)
+    machine.pin(cpus)
+    return cpus
+
+
+def run_worker(worker: str, system: str, args: argparse.Namespace, options: list) -> dict:
+    """One round of `system` in a fresh process; the worker's JSON document."""
+    command = [sys.executable, worker, "--system", system, "--rounds", "1",
+               "--seconds", str(args.seconds),
+               "--warmup-seconds", str(0.05 if args.quick else 0.3),
+               "--min-requests", "3", "--max-seconds", "30", *options]
+    out = run_logged(command, os.path.join(args.logs, system + ".log"), WORKER_TIMEOUT_S,
+                     f"the {system} benchmark", env=dict(os.environ))
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def each_round(args: argparse.Namespace, systems: tuple,
+               measure: Callable[[str], None]) -> bool:
+    """measure(system) for every system, round by round; False once one
+    failed (said on stderr)."""
+    os.makedirs(args.logs, exist_ok=True)
+    try:
+        for r in range(args.rounds):
+            note(f"round {r + 1} of {args.rounds}")
+            for system in systems:
+                measure(system)
+    except BenchError as e:
+        note(f"benchmark failed: {e}")
+        return False
+    return True
+
+
+def spread(runs: list) -> dict:
+    return {**report.spread(runs), "runs": runs}
+
+
+def cell(figure: dict) -> str:
+    """'median (min-max)' of a spread, in inferences/s."""
+    return f"{figure['median']:,.0f} ({figure['min']:,.0f}-{figure['max']:,.0f})"
+
+
+def settings_line(args: argparse.Namespace, pinned: Optional[list]) -> str:
+    return (f"{'pinned to ' + args.pin if pinned else 'unpinned'}, {args.rounds} runs x "
+            f"{args.seconds} s")
+
+
+def write_json(args: argparse.Namespace, pinned: Optional[list], document: dict) -> None:
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({**document, "pinned": pinned, "rounds": args.rounds,
+                       "seconds": args.seconds}, f, indent=1)
