@@ -56,20 +56,23 @@ class OnnxRuntimeModel(PythonModel):
         return [self._run_one(instance, r) for r in requests]
 
     def _feed(self, request: Any) -> dict[str, Any]:
-        feed = dict(request.inputs)
-        for name in self._strings.intersection(feed):
-            feed[name] = _as_str(name, feed[name])
-        return feed
+        feed = request.inputs
+        if self._strings:
+            feed = dict(feed)
+            for name in self._strings.intersection(feed):
+                feed[name] = _as_str(name, feed[name])
+        return feed  # type: ignore[no-any-return]
 
     def _run(self, instance: Any, names: list[str], feed: dict[str, Any]) -> list[Any]:
-        return list(instance.session.run(names, feed, instance.run_options))
+        return instance.session.run(names, feed, instance.run_options)  # type: ignore[no-any-return]
 
     def _run_one(self, instance: Any, request: Any) -> Any:
         try:
-            names = list(request.requested_outputs)
-            return dict(zip(names, self._run(instance, names, self._feed(request))))
+            feed = self._feed(request)
         except InvalidArgumentError as e:
             return e  # this request fails alone
+        names = list(request.requested_outputs)
+        return dict(zip(names, instance.session.run(names, feed, instance.run_options)))
 
     def _run_batch(self, instance: Any, requests: list[Any],
                    feeds: list[dict[str, Any]]) -> list[Any]:
