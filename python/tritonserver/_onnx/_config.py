@@ -56,10 +56,13 @@ def _batchable(tensors: list[Tensor]) -> bool:
 def complete(name: str, config: dict[str, Any], inputs: list[Tensor], outputs: list[Tensor],
              default_max_batch_size: Optional[str]) -> Optional[dict[str, Any]]:
     """The configuration completed from the model, or None when nothing is
-    missing. What the configuration says is kept; only what it lacks is
-    filled: max_batch_size (when every input and output has a free first
-    dimension, with dynamic batching), and the inputs and outputs (whole
-    lists, or an entry's data type and dims)."""
+    missing. As Triton's backend: a configuration that lists both inputs and
+    outputs is left as it is. Otherwise what it says is kept and only what it
+    lacks is filled: max_batch_size (when every input and output has a free
+    first dimension, with dynamic batching), and the inputs or outputs
+    (whole lists, or an entry's data type and dims)."""
+    if config.get("input") and config.get("output"):
+        return None
     completed = dict(config)
     changed = False
     max_batch = int(completed.get("max_batch_size", 0))
