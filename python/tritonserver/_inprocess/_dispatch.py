@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from tritonserver import _datatypes as dt
 from tritonserver._enums import DataType
-from tritonserver._errors import InternalError, TritonError, code_of, error_from_code, summary
+from tritonserver._errors import (
+    InternalError,
+    TritonError,
+    code_of,
+    error_from_code,
+    release_frames,
+    summary,
+)
 from tritonserver._inprocess import _loader
 from tritonserver._inprocess._model import ModelInstance, PythonModel
 from tritonserver._inprocess._request import ModelRequest, send
@@ -33,8 +40,10 @@ def _output_specs(config: dict[str, Any]) -> dict[str, tuple[int, Optional[np.dt
 
 
 def failure(model_name: str, hook: str, error: BaseException) -> tuple[int, str]:
-    """(code, message) for an exception a model's hook raised."""
+    """(code, message) for an exception a model's hook raised (its frames
+    released: only the message is kept)."""
     if isinstance(error, TritonError) and hook != "execute":
+        release_frames(error)
         return code_of(error), f"model '{model_name}': {hook}: {error}"
     return code_of(error), f"model '{model_name}': {hook} raised {summary(error)}"
 
