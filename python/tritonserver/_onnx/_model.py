@@ -6,7 +6,7 @@ outputs its requests asked for."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from tritonserver._onnx import _config, _session
 
 class OnnxRuntimeModel(PythonModel):
     def initialize(self) -> None:
+        """Everything that can refuse the model is checked here, once per
+        load, before any instance exists (a load that fails in an instance
+        leaves the core 2.51 more work to undo)."""
         self._ort = _session.onnxruntime()
         self._path = _session.model_path(self.name, self.version, self.repository_path,
                                           self.config)
@@ -24,19 +27,30 @@ class OnnxRuntimeModel(PythonModel):
         self._batching = int(self.config.get("max_batch_size", 0)) > 0
         self._strings = {e["name"] for e in self.config.get("input", [])
                          if e.get("data_type") == "TYPE_STRING"}
-        self._checked = False
+        kinds = {g.get("kind", "KIND_CPU") for g in self.config.get("instance_group", [])}
+        self._providers = {kind: _session.providers(self._ort, self.name, self.config, kind)
+                           for kind in kinds | {"KIND_CPU"}}
+        first = sorted(kinds)[0] if kinds else "KIND_CPU"
+        session = _session.open_session(self._ort, self.name, self._path, self._options,
+                                        self._providers[first])
+        _config.check(self.name, self.config, *_config.model_tensors(self.name, session))
+        self._spare: Optional[tuple[str, Any]] = (first, session)  # for the first instance
 
     def initialize_instance(self, instance: ModelInstance) -> None:
         kind = instance.kind if instance.kind.startswith("KIND_") else f"KIND_{instance.kind}"
-        chosen = _session.providers(self._ort, self.name, self.config, kind)
-        session = _session.open_session(self._ort, self.name, self._path, self._options, chosen,
-                                        instance.device_id)
-        if not self._checked:  # the configuration against the model, once per load
-            _config.check(self.name, self.config, *_config.model_tensors(self.name, session))
-            self._checked = True
+        spare, self._spare = self._spare, None
+        if spare is not None and spare[0] == kind and instance.device_id == 0:
+            session = spare[1]
+        else:
+            chosen = self._providers.get(kind) or self._providers["KIND_CPU"]
+            session = _session.open_session(self._ort, self.name, self._path, self._options,
+                                            chosen, instance.device_id)
         instance.session = session  # type: ignore[attr-defined]
         instance.run_options = _session.run_options(  # type: ignore[attr-defined]
             self._ort, self.parameters)
+
+    def finalize(self) -> None:
+        self._spare = None  # an instance that was never made leaves its session here
 
     def finalize_instance(self, instance: ModelInstance) -> None:
         instance.__dict__.pop("session", None)  # frees the session and its memory
