@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import textwrap
 import threading
+from typing import Optional
 
 import pytest
 
@@ -59,6 +63,13 @@ def stats_when(model: tritonserver.Model, done, timeout: float = 10.0) -> dict:
         if done(stats) or time.monotonic() > deadline:
             return stats
         time.sleep(0.01)
+
+
+def run_python(code: str, env: Optional[dict] = None,
+               timeout: float = 120) -> subprocess.CompletedProcess:
+    """`code` (dedented) in a fresh interpreter of this Python; its output captured."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, env=env, timeout=timeout)
 
 
 def start_server(**options) -> tritonserver.Server:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tritonserver
-from conftest import TESTS_DIR, start_server, stop_within
+from conftest import TESTS_DIR, run_python, start_server, stop_within
 from tritonserver import MemoryBuffer, MemoryType, _gpu
 
 # ---- models() answers a bare name -------------------------------------------------------
@@ -231,8 +231,7 @@ def test_cpu_only_start_prints_no_gpu_noise(example_repo):
             f"s = t.Server(model_repository={example_repo!r}, exit_timeout=10,"
             "model_control_mode=t.ModelControlMode.EXPLICIT, log_warn=True).start("
             "wait_until_ready=True); print('LIVE', s.live()); s.stop()")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert "LIVE True" in done.stdout
     for noise in ("NVML", "DCGM", "pinned memory pool will not be available"):

@@ -6,16 +6,16 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
+import conftest
 import tritonserver
 
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
+    """`code` in a fresh process that finds the core by itself (or by `env`)."""
     environ = {k: v for k, v in os.environ.items() if k != "TRITONSERVER_CORE"}
     environ.update(env)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, env=environ, timeout=120)
+    return conftest.run_python(code, environ)
 
 
 def test_import_needs_no_core():

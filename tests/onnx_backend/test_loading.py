@@ -7,14 +7,12 @@ missing onnxruntime that fail the load, never the server."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import tritonserver
-from conftest import start_server, stop_within
+from conftest import run_python, start_server, stop_within
 from onnx_backend import models
 
 EXPLICIT = tritonserver.ModelControlMode.EXPLICIT
@@ -192,8 +190,7 @@ def test_without_onnxruntime_the_error_names_the_extra(tmp_path):
         "    print('REFUSED', type(e).__name__, e)\n"
         "print('LIVE', s.live())\n"
         "s.stop()\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert 'pip install "tritonserver[onnx]"' in done.stdout
     assert "LIVE True" in done.stdout

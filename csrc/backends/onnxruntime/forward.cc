@@ -17,45 +17,77 @@
 
 namespace {
 
-// The inprocess library, loaded once (and kept: the core may call in until
-// the process exits); nullptr with `error` set when it cannot be loaded.
-void* Inprocess(std::string* error) {
-  static std::string failure;
-  static void* handle = [] {
-    Dl_info info{};
-    char real[PATH_MAX];
-    if (dladdr(reinterpret_cast<void*>(&Inprocess), &info) == 0 || info.dli_fname == nullptr ||
-        realpath(info.dli_fname, real) == nullptr) {
-      failure = "the onnxruntime backend could not find its own library file";
-      return static_cast<void*>(nullptr);
+// The inprocess library's entry points, resolved once (the library is kept
+// loaded: the core may call in until the process exits). `failure` says why
+// one is missing.
+struct Entries {
+  decltype(&TRITONBACKEND_Initialize) initialize = nullptr;
+  decltype(&TRITONBACKEND_Finalize) finalize = nullptr;
+  decltype(&TRITONBACKEND_ModelInitialize) model_initialize = nullptr;
+  decltype(&TRITONBACKEND_ModelFinalize) model_finalize = nullptr;
+  decltype(&TRITONBACKEND_ModelInstanceInitialize) instance_initialize = nullptr;
+  decltype(&TRITONBACKEND_ModelInstanceFinalize) instance_finalize = nullptr;
+  decltype(&TRITONBACKEND_ModelInstanceExecute) instance_execute = nullptr;
+  std::string failure;
+};
+
+std::string InprocessPath() {
+  Dl_info info{};
+  char real[PATH_MAX];
+  if (dladdr(reinterpret_cast<void*>(&InprocessPath), &info) == 0 || info.dli_fname == nullptr ||
+      realpath(info.dli_fname, real) == nullptr) {
+    return "";
+  }
+  std::string path(real);
+  path = path.substr(0, path.rfind('/'));  // .../backends/onnxruntime
+  return path.substr(0, path.rfind('/')) + "/inprocess/libtriton_inprocess.so";
+}
+
+template <typename Fn>
+void Resolve(void* library, const char* name, Fn* entry, std::string* failure) {
+  *entry = reinterpret_cast<Fn>(dlsym(library, name));
+  if (*entry == nullptr && failure->empty()) {
+    *failure = std::string("the inprocess backend has no ") + name;
+  }
+}
+
+const Entries& Inprocess() {
+  static const Entries entries = [] {
+    Entries e;
+    const std::string path = InprocessPath();
+    if (path.empty()) {
+      e.failure = "the onnxruntime backend could not find its own library file";
+      return e;
     }
-    std::string path(real);
-    path = path.substr(0, path.rfind('/'));  // .../backends/onnxruntime
-    path = path.substr(0, path.rfind('/')) + "/inprocess/libtriton_inprocess.so";
-    void* loaded = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (loaded == nullptr) {
+    void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (library == nullptr) {
       const char* why = dlerror();
-      failure =
+      e.failure =
           "the onnxruntime backend runs on the inprocess backend, which could not be "
           "loaded from " +
           path + ": " + (why != nullptr ? why : "unknown error");
+      return e;
     }
-    return loaded;
+    Resolve(library, "TRITONBACKEND_Initialize", &e.initialize, &e.failure);
+    Resolve(library, "TRITONBACKEND_Finalize", &e.finalize, &e.failure);
+    Resolve(library, "TRITONBACKEND_ModelInitialize", &e.model_initialize, &e.failure);
+    Resolve(library, "TRITONBACKEND_ModelFinalize", &e.model_finalize, &e.failure);
+    Resolve(library, "TRITONBACKEND_ModelInstanceInitialize", &e.instance_initialize, &e.failure);
+    Resolve(library, "TRITONBACKEND_ModelInstanceFinalize", &e.instance_finalize, &e.failure);
+    Resolve(library, "TRITONBACKEND_ModelInstanceExecute", &e.instance_execute, &e.failure);
+    return e;
   }();
-  if (handle == nullptr) *error = failure;
-  return handle;
+  return entries;
 }
 
 template <typename Fn, typename... Args>
-TRITONSERVER_Error* Forward(const char* entry, Args... args) {
-  std::string error;
-  void* library = Inprocess(&error);
-  void* symbol = library != nullptr ? dlsym(library, entry) : nullptr;
-  if (symbol == nullptr) {
-    if (error.empty()) error = std::string("the inprocess backend has no ") + entry;
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, error.c_str());
+TRITONSERVER_Error* Forward(Fn Entries::* entry, Args... args) {
+  const Entries& entries = Inprocess();
+  Fn fn = entries.*entry;
+  if (fn == nullptr) {
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, entries.failure.c_str());
   }
-  return reinterpret_cast<Fn>(symbol)(args...);
+  return fn(args...);
 }
 
 }  // namespace
@@ -63,32 +95,29 @@ TRITONSERVER_Error* Forward(const char* entry, Args... args) {
 extern "C" {
 
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend) {
-  return Forward<decltype(&TRITONBACKEND_Initialize)>("TRITONBACKEND_Initialize", backend);
+  return Forward(&Entries::initialize, backend);
 }
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_Finalize(TRITONBACKEND_Backend* backend) {
-  return Forward<decltype(&TRITONBACKEND_Finalize)>("TRITONBACKEND_Finalize", backend);
+  return Forward(&Entries::finalize, backend);
 }
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
-  return Forward<decltype(&TRITONBACKEND_ModelInitialize)>("TRITONBACKEND_ModelInitialize", model);
+  return Forward(&Entries::model_initialize, model);
 }
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model* model) {
-  return Forward<decltype(&TRITONBACKEND_ModelFinalize)>("TRITONBACKEND_ModelFinalize", model);
+  return Forward(&Entries::model_finalize, model);
 }
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(
     TRITONBACKEND_ModelInstance* instance) {
-  return Forward<decltype(&TRITONBACKEND_ModelInstanceInitialize)>(
-      "TRITONBACKEND_ModelInstanceInitialize", instance);
+  return Forward(&Entries::instance_initialize, instance);
 }
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(
     TRITONBACKEND_ModelInstance* instance) {
-  return Forward<decltype(&TRITONBACKEND_ModelInstanceFinalize)>(
-      "TRITONBACKEND_ModelInstanceFinalize", instance);
+  return Forward(&Entries::instance_finalize, instance);
 }
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
     TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request** requests,
     const uint32_t request_count) {
-  return Forward<decltype(&TRITONBACKEND_ModelInstanceExecute)>(
-      "TRITONBACKEND_ModelInstanceExecute", instance, requests, request_count);
+  return Forward(&Entries::instance_execute, instance, requests, request_count);
 }
 
 }  // extern "C"

@@ -58,15 +58,9 @@ class OnnxRuntimeModel(PythonModel):
     def execute(self, requests: list[Any]) -> list[Any]:
         instance = requests[0].instance
         if self._batching and len(requests) > 1:
-            try:
-                feeds = [self._feed(r) for r in requests]
-            except InvalidArgumentError:
-                feeds = []  # one request's input is bad: it fails alone, below
-            try:
-                if feeds:
-                    return self._run_batch(instance, requests, feeds)
-            except _NotStackable:
-                pass  # inputs of different shapes: one run per request
+            stacked = self._stack(requests)
+            if stacked is not None:
+                return self._run_batch(instance, requests, *stacked)
         return [self._run_one(instance, r) for r in requests]
 
     def _feed(self, request: Any) -> dict[str, Any]:
@@ -77,6 +71,16 @@ class OnnxRuntimeModel(PythonModel):
                 feed[name] = _as_str(name, feed[name])
         return feed  # type: ignore[no-any-return]
 
+    def _stack(self, requests: list[Any]) -> Optional[tuple[dict[str, Any], list[int]]]:
+        """One feed for the whole batch and each request's size; None when a
+        request's input is bad or the shapes differ (then each runs alone)."""
+        try:
+            feeds = [self._feed(r) for r in requests]
+            feed = {name: np.concatenate([f[name] for f in feeds]) for name in feeds[0]}
+        except (InvalidArgumentError, ValueError, KeyError):
+            return None
+        return feed, [len(next(iter(f.values()))) if f else 0 for f in feeds]
+
     def _run(self, instance: Any, names: list[str], feed: dict[str, Any]) -> list[Any]:
         return instance.session.run(names, feed, instance.run_options)  # type: ignore[no-any-return]
 
@@ -86,25 +90,16 @@ class OnnxRuntimeModel(PythonModel):
         except InvalidArgumentError as e:
             return e  # this request fails alone
         names = list(request.requested_outputs)
-        return dict(zip(names, instance.session.run(names, feed, instance.run_options)))
+        return dict(zip(names, self._run(instance, names, feed)))
 
-    def _run_batch(self, instance: Any, requests: list[Any],
-                   feeds: list[dict[str, Any]]) -> list[Any]:
-        sizes = [len(next(iter(f.values()))) if f else 0 for f in feeds]
-        try:
-            feed = {name: np.concatenate([f[name] for f in feeds]) for name in feeds[0]}
-        except (ValueError, KeyError):
-            raise _NotStackable() from None
+    def _run_batch(self, instance: Any, requests: list[Any], feed: dict[str, Any],
+                   sizes: list[int]) -> list[Any]:
         names = sorted({n for r in requests for n in r.requested_outputs})
         results = self._run(instance, names, feed)
         cuts = np.cumsum(sizes)[:-1]
         parts = [np.split(result, cuts) for result in results]
         return [{n: parts[i][k] for i, n in enumerate(names) if n in r.requested_outputs}
                 for k, r in enumerate(requests)]
-
-
-class _NotStackable(Exception):
-    pass
 
 
 def _as_str(name: str, array: Any) -> Any:
