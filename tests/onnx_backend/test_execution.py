@@ -266,3 +266,35 @@ def test_load_and_unload_fifty_times_frees_the_sessions(tmp_path):
         assert growth < 64 * 1024, f"RSS grew {growth} KiB over 40 load/unload cycles"
     finally:
         stop_within(s)
+
+
+def test_generated_bad_inputs_fail_alone(server):
+    """Random arrays (any dtype, shape and layout; the reliability suite's
+    generator) as the inputs of an ONNX model: each request either answers
+    A + B and A - B or raises a TritonError, and the server keeps answering."""
+    from hypothesis import HealthCheck, given, seed, settings
+    from hypothesis import strategies as st
+
+    from reliability.test_bad_input import FIXED_SEED, arrays
+
+    model, outcomes = server.model("add_sub"), {"succeeded": 0, "refused": 0}
+
+    @seed(FIXED_SEED)
+    @settings(max_examples=80, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(a=arrays(), b=st.one_of(arrays(), st.just(None)))
+    def one(a, b):
+        inputs = {"A": a, "B": a if b is None else b}
+        try:
+            out = next(model.infer(inputs=inputs)).outputs
+        except tritonserver.TritonError:
+            outcomes["refused"] += 1
+        else:
+            outcomes["succeeded"] += 1
+            np.testing.assert_array_equal(np.from_dlpack(out["SUM"]), inputs["A"] + inputs["B"])
+        ok = np.ones((1, 4), np.float32)
+        served = next(model.infer(inputs={"A": ok, "B": ok})).outputs["SUM"]
+        assert np.from_dlpack(served).tolist() == [[2.0] * 4]
+
+    one()
+    assert outcomes["refused"] > 0 and server.live()
