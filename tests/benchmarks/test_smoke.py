@@ -1,5 +1,5 @@
 """Smoke tests of the benchmark harness: `benchmarks/run.py --quick` and
-`benchmarks/onnx.py --quick` work end to end and write complete results
+`benchmarks/onnx.py --quick` and `benchmarks/scale_out.py --quick` work end to end and write complete results
 documents.
 
 It measures nothing that is checked: no figure is compared with a time or a
@@ -24,6 +24,7 @@ import tritonserver
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = os.path.join(REPO, "benchmarks", "run.py")
 ONNX = os.path.join(REPO, "benchmarks", "onnx.py")
+SCALE_OUT = os.path.join(REPO, "benchmarks", "scale_out.py")
 SYSTEMS = ("python-api", "c-api", "tritonclient-http", "tritonclient-grpc", "serve-http",
            "serve-grpc")
 WORKLOADS = ("sync", "async64", "large16MiB", "threads4")
@@ -31,6 +32,7 @@ UNITS = {"sync": "inferences/s", "async64": "inferences/s", "large16MiB": "GB/s"
          "threads4": "inferences/s"}
 RUN_TIMEOUT_S = 600  # generous: a cold venv (PyPI) and a cold build come first
 ONNX_TIMEOUT_S = 300  # about 20 s here
+SCALE_OUT_TIMEOUT_S = 300  # about 60 s here: two Ray clusters start
 ONNX_FIGURES = {("mlp", "direct"): {"sync"}, ("mlp", "server"): {"sync", "async64"},
                 ("mlp", "python-backend"): {"sync"}, ("resnet", "direct"): {"sync"},
                 ("resnet", "server"): {"sync"}, ("resnet", "python-backend"): {"sync"}}
@@ -123,3 +125,24 @@ def test_quick_onnx_run_writes_every_figure_and_ratio(tmp_path):
         assert ratio["target"] == targets.get(name)
         if ratio["target"] is not None:
             assert ratio["met"] == (ratio["value"] >= ratio["target"]), name
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(SCALE_OUT_TIMEOUT_S + 60)
+def test_quick_scale_out_run_writes_every_figure(tmp_path):
+    pytest.importorskip("ray.serve")
+    doc = _run_quick(SCALE_OUT, tmp_path / "scale_out.json", SCALE_OUT_TIMEOUT_S)
+    results = doc["results"]
+    assert set(results) == {"direct", "ray-1", "ray-2", "ratios"}
+    for system in ("direct", "ray-1", "ray-2"):
+        for figure in ("p50_us", "sleep_ips"):
+            r = results[system][figure]
+            assert r["min"] <= r["median"] <= r["max"], (system, figure)
+            assert len(r["runs"]) == 3 and all(_positive(v) for v in r["runs"])
+    added = [ray - direct for ray, direct in zip(results["ray-1"]["p50_us"]["runs"],
+                                                 results["direct"]["p50_us"]["runs"])]
+    assert results["ratios"]["added_p50_us"]["runs"] == added
+    scaling = [two / one for two, one in zip(results["ray-2"]["sleep_ips"]["runs"],
+                                             results["ray-1"]["sleep_ips"]["runs"])]
+    assert results["ratios"]["two_over_one_replica"]["runs"] == scaling
+    assert results["ratios"]["two_over_one_replica"]["target"] == 1.7

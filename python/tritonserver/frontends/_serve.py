@@ -156,6 +156,28 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--metrics-address", default=DEFAULT_ADDRESS)
     g.add_argument("--metrics-port", type=_port, default=8002)
     g.add_argument("--metrics-interval-ms", type=_uint, default=2000)
+
+    g = p.add_argument_group(
+        "Ray Serve (--ray; the ray extra)",
+        "Serve the repository from replicas on a Ray cluster behind Ray's HTTP proxy "
+        "(--http-address and --http-port set the proxy; gRPC and metrics are not served).")
+    g.add_argument("--ray", action="store_true", help="scale out on Ray Serve")
+    g.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                   help="a running Ray cluster to join ('auto', or its host:port); default: start "
+                        "a cluster of this machine for this command, stopped when it exits")
+    g.add_argument("--ray-app-name", default="tritonserver", metavar="NAME")
+    g.add_argument("--num-replicas", default=None, metavar="N|auto",
+                   help="replicas (an integer, or 'auto' for Ray's autoscaling defaults)")
+    g.add_argument("--max-ongoing-requests", type=_uint, default=None, metavar="N",
+                   help="requests a replica handles at once (default 64)")
+    g.add_argument("--num-cpus", type=float, default=None, metavar="CPUS",
+                   help="CPUs reserved per replica (ray_actor_options)")
+    g.add_argument("--num-gpus", type=float, default=None, metavar="GPUS",
+                   help="GPUs reserved per replica (ray_actor_options)")
+    g.add_argument("--autoscaling-config", default=None, metavar="JSON",
+                   help="Ray Serve's autoscaling_config as JSON")
+    g.add_argument("--ray-actor-options", default=None, metavar="JSON",
+                   help="Ray Serve's ray_actor_options as JSON")
     return p
 
 
@@ -347,4 +369,11 @@ def _shutdown(server: Any, frontends: list[Any], timeout: int) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.ray:
+        try:
+            from tritonserver.ray._command import run as run_on_ray
+        except ImportError as e:  # the ray extra is not installed
+            _say(f"tritonserver serve --ray: {e}")
+            return 1
+        return run_on_ray(args)
     return run(args)

@@ -1,0 +1,114 @@
+"""``python -m tritonserver serve --ray``: the serve command's flags, served
+by replicas on a Ray cluster behind Ray's HTTP proxy.
+
+``build`` is the same as an application builder for Ray's own command
+(flag names without their dashes as keys)::
+
+    serve run tritonserver.ray:build model-repository=models num-replicas=2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, Optional
+
+import tritonserver
+from tritonserver.frontends import HttpSettings
+from tritonserver.frontends._serve import _say, _Signals, build_parser, server_options
+from tritonserver.ray._app import application
+
+
+def _json_object(flag: str, text: Optional[str]) -> Optional[dict[str, Any]]:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"{flag}: not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{flag}: expected a JSON object, got {text!r}")
+    return value
+
+
+def deployment_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """Ray Serve deployment settings from the flags (only those given)."""
+    settings: dict[str, Any] = {}
+    if args.num_replicas is not None:
+        if args.num_replicas == "auto":
+            settings["num_replicas"] = "auto"
+        elif args.num_replicas.isdigit() and int(args.num_replicas) > 0:
+            settings["num_replicas"] = int(args.num_replicas)
+        else:
+            raise ValueError(f"--num-replicas: expected a positive integer or 'auto', "
+                             f"got {args.num_replicas!r}")
+    if args.max_ongoing_requests is not None:
+        settings["max_ongoing_requests"] = args.max_ongoing_requests
+    autoscaling = _json_object("--autoscaling-config", args.autoscaling_config)
+    if autoscaling is not None:
+        settings["autoscaling_config"] = autoscaling
+    actor = _json_object("--ray-actor-options", args.ray_actor_options) or {}
+    for key, value in (("num_cpus", args.num_cpus), ("num_gpus", args.num_gpus)):
+        if value is not None:
+            if value < 0:
+                raise ValueError(f"--{key.replace('_', '-')}: expected a non-negative number")
+            actor[key] = value
+    if actor:
+        settings["ray_actor_options"] = actor
+    settings["graceful_shutdown_timeout_s"] = float(args.exit_timeout_secs)
+    return settings
+
+
+def build_from_args(args: argparse.Namespace) -> Any:
+    """The Ray Serve application the flags describe (ValueError or TritonError if bad)."""
+    http = HttpSettings(max_input_size=args.http_max_input_size,
+                        restricted_features=list(args.http_restricted_api) or None,
+                        header_forward_pattern=args.http_header_forward_pattern)
+    return application(server_options(args), name=args.ray_app_name, http=http,
+                       **deployment_settings(args))
+
+
+def build(cli_args: dict[str, str]) -> Any:
+    """An application builder for ``serve run``: ``key=value`` pairs are the
+    serve command's flags without their leading dashes."""
+    argv = ["--ray"] + [f"--{key.lstrip('-')}={value}" for key, value in cli_args.items()]
+    return build_from_args(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace, signals: Optional[_Signals] = None) -> int:
+    import ray
+    from ray import serve
+
+    try:
+        app = build_from_args(args)
+    except (ValueError, tritonserver.TritonError) as e:
+        _say(f"tritonserver serve --ray: {e}")
+        return 2
+    signals = signals or _Signals()
+    address = args.ray_address or "local"  # "local": always a new cluster of this machine
+    own_cluster = address == "local" and not ray.is_initialized()
+    try:
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False)
+        # After ray.init, whose driver treats SIGTERM as a crash (it aborts).
+        signals.install()
+        serve.start(http_options={"host": args.http_address, "port": args.http_port})
+        try:
+            serve.run(app, name=args.ray_app_name, route_prefix="/")
+        except Exception as e:  # replicas that cannot start: Ray gives up on the app
+            _say(f"tritonserver serve --ray: the application did not start: {e}")
+            return 1
+        _say(f"Started HTTPService at {args.http_address}:{args.http_port} (Ray Serve "
+             f"application '{args.ray_app_name}')")
+        _say("tritonserver serve: ready")
+        signals.stop.wait()
+        serve.delete(args.ray_app_name)  # drains the replicas, stopping their servers
+        _say("tritonserver serve: stopped")
+        return 0
+    finally:
+        if own_cluster:
+            try:
+                serve.shutdown()  # type: ignore[no-untyped-call]
+            finally:
+                ray.shutdown()
+        signals.restore()
