@@ -133,16 +133,20 @@ def test_quick_scale_out_run_writes_every_figure(tmp_path):
     pytest.importorskip("ray.serve")
     doc = _run_quick(SCALE_OUT, tmp_path / "scale_out.json", SCALE_OUT_TIMEOUT_S)
     results = doc["results"]
-    assert set(results) == {"direct", "ray-1", "ray-2", "ratios"}
-    for system in ("direct", "ray-1", "ray-2"):
+    systems = ("direct", "ray-1", "ray-2", "ray-1-haproxy", "ray-2-haproxy")
+    assert set(results) == {*systems, "ratios"}
+    for system in systems:
         for figure in ("p50_us", "sleep_ips"):
             r = results[system][figure]
             assert r["min"] <= r["median"] <= r["max"], (system, figure)
             assert len(r["runs"]) == 3 and all(_positive(v) for v in r["runs"])
-    added = [ray - direct for ray, direct in zip(results["ray-1"]["p50_us"]["runs"],
-                                                 results["direct"]["p50_us"]["runs"])]
-    assert results["ratios"]["added_p50_us"]["runs"] == added
-    scaling = [two / one for two, one in zip(results["ray-2"]["sleep_ips"]["runs"],
-                                             results["ray-1"]["sleep_ips"]["runs"])]
-    assert results["ratios"]["two_over_one_replica"]["runs"] == scaling
-    assert results["ratios"]["two_over_one_replica"]["target"] == 1.7
+    assert set(results["ratios"]) == {"proxy", "haproxy"}
+    for ingress, suffix in (("proxy", ""), ("haproxy", "-haproxy")):
+        one, two = results["ray-1" + suffix], results["ray-2" + suffix]
+        added = [ray - direct for ray, direct in zip(one["p50_us"]["runs"],
+                                                     results["direct"]["p50_us"]["runs"])]
+        ratios = results["ratios"][ingress]
+        assert ratios["added_p50_us"]["runs"] == added
+        scaling = [b / a for b, a in zip(two["sleep_ips"]["runs"], one["sleep_ips"]["runs"])]
+        assert ratios["two_over_one_replica"]["runs"] == scaling
+        assert ratios["two_over_one_replica"]["target"] == 1.7

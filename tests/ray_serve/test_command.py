@@ -1,7 +1,7 @@
 """``python -m tritonserver serve --ray`` as a subprocess: it starts a Ray
-cluster of its own, serves tritonclient through Ray's proxy from two
-replicas, exits 0 on SIGTERM and leaves no Ray process behind; bad Ray flags
-are refused before anything starts."""
+cluster of its own, serves tritonclient through Ray's proxy (or its HAProxy
+ingress) from two replicas, exits 0 on SIGTERM and leaves no Ray process
+behind; bad Ray flags are refused before anything starts."""
 
 from __future__ import annotations
 
@@ -42,11 +42,15 @@ def _descendants(root: int) -> set[int]:
     return found
 
 
-def test_serve_ray_answers_tritonclient_and_leaves_no_ray_process():
+@pytest.mark.parametrize("ingress", ["proxy", "haproxy"])
+def test_serve_ray_answers_tritonclient_and_leaves_no_ray_process(ingress, monkeypatch):
     port = support.free_port()
-    serve = Serve("--ray", "--model-repository", tritonserver.example_model_repository(),
-                  "--http-port", str(port), "--num-replicas", "2", "--num-cpus", "0.5",
-                  "--exit-timeout-secs", "10")
+    if ingress == "haproxy":  # its stats and metrics ports are fixed unless set
+        monkeypatch.setenv("RAY_SERVE_HAPROXY_STATS_PORT", str(support.free_port()))
+        monkeypatch.setenv("RAY_SERVE_HAPROXY_METRICS_PORT", str(support.free_port()))
+    serve = Serve("--ray", "--ray-ingress", ingress, "--model-repository",
+                  tritonserver.example_model_repository(), "--http-port", str(port),
+                  "--num-replicas", "2", "--num-cpus", "0.5", "--exit-timeout-secs", "10")
     try:
         serve.wait_ready()
         client = httpclient.InferenceServerClient(f"127.0.0.1:{port}")
@@ -74,6 +78,7 @@ def test_serve_ray_answers_tritonclient_and_leaves_no_ray_process():
     (["--autoscaling-config", "{not json"], "--autoscaling-config"),
     (["--ray-actor-options", "[1]"], "--ray-actor-options"),
     (["--num-cpus", "-1"], "--num-cpus"),
+    (["--ray-ingress", "haproxy", "--ray-address", "auto"], "--ray-ingress"),
 ])
 def test_serve_ray_refuses_bad_flags(flags, message):
     done = subprocess.run(

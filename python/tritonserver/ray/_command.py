@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Optional
+import os
+import threading
+from typing import Any, Callable, Optional
 
 import tritonserver
 from tritonserver.frontends import HttpSettings
@@ -75,15 +77,24 @@ def build(cli_args: dict[str, str]) -> Any:
     return build_from_args(build_parser().parse_args(argv))
 
 
-def run(args: argparse.Namespace, signals: Optional[_Signals] = None) -> int:
-    import ray
-    from ray import serve
+HAPROXY_VARIABLE = "RAY_SERVE_ENABLE_HA_PROXY"
 
+
+def run(args: argparse.Namespace, signals: Optional[_Signals] = None) -> int:
     try:
+        if args.ray_ingress == "haproxy":
+            if args.ray_address:
+                raise ValueError("--ray-ingress=haproxy: a running cluster keeps the ingress it "
+                                 f"was started with (start it with {HAPROXY_VARIABLE}=1)")
+            # Read by Ray's processes when they start: before ray is imported.
+            os.environ[HAPROXY_VARIABLE] = "1"
         app = build_from_args(args)
     except (ValueError, tritonserver.TritonError) as e:
         _say(f"tritonserver serve --ray: {e}")
         return 2
+    import ray
+    from ray import serve
+
     signals = signals or _Signals()
     address = args.ray_address or "local"  # "local": always a new cluster of this machine
     own_cluster = address == "local" and not ray.is_initialized()
@@ -102,13 +113,33 @@ def run(args: argparse.Namespace, signals: Optional[_Signals] = None) -> int:
              f"application '{args.ray_app_name}')")
         _say("tritonserver serve: ready")
         signals.stop.wait()
-        serve.delete(args.ray_app_name)  # drains the replicas, stopping their servers
-        _say("tritonserver serve: stopped")
+        if not own_cluster:  # only this application: others may share the cluster
+            _bounded(lambda: serve.delete(args.ray_app_name), args.exit_timeout_secs + 30,
+                     "deleting the application")
         return 0
     finally:
         if own_cluster:
-            try:
-                serve.shutdown()  # type: ignore[no-untyped-call]
-            finally:
-                ray.shutdown()
+            # Drains and stops every replica (so their servers), then the cluster.
+            shutdown_serve: Any = serve.shutdown  # untyped in some Ray versions
+            _bounded(shutdown_serve, args.exit_timeout_secs + 30, "stopping Ray Serve")
+            ray.shutdown()
+        _say("tritonserver serve: stopped")
         signals.restore()
+
+
+def _bounded(step: Callable[[], Any], timeout: float, what: str) -> None:
+    """Run a shutdown step that Ray may never finish (serve.delete with the
+    HAProxy ingress does not, in Ray 2.60) for at most ``timeout`` seconds."""
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            step()
+        except Exception as e:
+            _say(f"tritonserver serve --ray: {what}: {e}")
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=what, daemon=True).start()
+    if not done.wait(timeout):
+        _say(f"tritonserver serve --ray: {what} did not finish within {timeout:.0f} s; going on")
