@@ -64,13 +64,14 @@ def check_import() -> None:
     print(f"tritonserver {tritonserver.__version__} imported from "
           f"{os.path.dirname(tritonserver.__file__)}")
     print(f"binding: {triton_bindings.__file__}")
-    print(f"python {platform.python_version()} ({sys.executable}), "
-          f"{platform.machine()}, glibc {glibc_version()}")
+    glibc = glibc_version()
+    print(f"python {platform.python_version()} ({sys.executable}), {platform.machine()}, "
+          f"glibc {'.'.join(map(str, glibc)) if glibc else 'none'}")
 
 
 def run(*args: str) -> None:
     command = [sys.executable, "-m", "tritonserver", *args]
-    print("$ " + " ".join(command[1:]), flush=True)
+    print("$ python " + " ".join(command[1:]), flush=True)
     subprocess.run(command, check=True)
 
 
