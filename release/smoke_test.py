@@ -9,8 +9,8 @@ sources (cibuildwheel copies this file alone into an empty folder):
    the core ships only as nvidia-pytriton's manylinux_2_35 x86_64 wheel),
    install one (``python -m tritonserver install-core``), run the README's
    demo and check one inference's result; otherwise say why it is skipped and
-   stop there (a manylinux_2_28 build container has glibc 2.28; aarch64 has no
-   core at all).
+   stop there (a manylinux_2_28 build container has glibc 2.28; PyPI has no
+   aarch64 core).
 
 Exit status 0 when every step that can run here passed.
 """
@@ -47,7 +47,7 @@ def why_no_core() -> Optional[str]:
     """Why no Triton core can be installed on this machine; None when one can."""
     machine = platform.machine()
     if machine != CORE_ARCH:
-        return f"this machine is {machine}; the Triton core exists for {CORE_ARCH} only"
+        return f"this machine is {machine}; PyPI's Triton core exists for {CORE_ARCH} only"
     glibc = glibc_version()
     if glibc is None:
         return "this C library is not glibc; the Triton core needs glibc"
