@@ -65,7 +65,7 @@ def data_type_by_dtype() -> dict[np.dtype[Any], int]:
     return {npt: int(dt) for npt, dt in _FROM_NUMPY.items()}
 
 
-def to_numpy_dtype(data_type: DataType) -> np.dtype:
+def to_numpy_dtype(data_type: DataType) -> np.dtype[Any]:
     if data_type == DataType.BYTES:
         return np.dtype(np.object_)
     try:
@@ -74,7 +74,7 @@ def to_numpy_dtype(data_type: DataType) -> np.dtype:
         raise _unsupported(f"{DataType(data_type).name} has no numpy dtype") from None
 
 
-def from_numpy_dtype(dtype: np.dtype) -> DataType:
+def from_numpy_dtype(dtype: np.dtype[Any]) -> DataType:
     dtype = np.dtype(dtype)
     if dtype.kind in "OSU":
         return DataType.BYTES

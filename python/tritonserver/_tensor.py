@@ -110,7 +110,7 @@ class Tensor:
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise UnsupportedError("Tensor.__dlpack__ cannot move data to another device")
 
-    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray[Any, Any]:
         """numpy.array(tensor): a view for host tensors (BYTES: its elements)."""
         if self.data_type == DataType.BYTES:
             array = self.to_bytes_array()
@@ -147,7 +147,7 @@ class Tensor:
         """A BYTES tensor from str elements, encoded as UTF-8."""
         return Tensor.from_bytes_array(string_array)
 
-    def to_bytes_array(self) -> np.ndarray:
+    def to_bytes_array(self) -> np.ndarray[Any, Any]:
         """The elements of a BYTES tensor as a numpy object array of bytes."""
         if self.data_type != DataType.BYTES:
             raise InvalidArgumentError(f"to_bytes_array needs a BYTES tensor, not {DataType(self.data_type).name}")
@@ -157,7 +157,7 @@ class Tensor:
         out[:] = items
         return out.reshape(tuple(self.shape))
 
-    def to_string_array(self) -> np.ndarray:
+    def to_string_array(self) -> np.ndarray[Any, Any]:
         """The elements of a BYTES tensor decoded as UTF-8 str."""
         as_bytes = self.to_bytes_array()
         out = np.empty(as_bytes.shape, dtype=object)
@@ -261,7 +261,7 @@ def _import_dlpack(obj: Any) -> tuple[dict[str, Any], MemoryBuffer]:
     return desc, buffer
 
 
-def _numpy_tensor(array: np.ndarray) -> Tensor:
+def _numpy_tensor(array: np.ndarray[Any, Any]) -> Tensor:
     if array.dtype.kind in "OSU":
         return _bytes_tensor(array)
     if not array.dtype.isnative:
@@ -272,7 +272,7 @@ def _numpy_tensor(array: np.ndarray) -> Tensor:
     return Tensor(data_type, array.shape, MemoryBuffer(ptr, MemoryType.CPU, 0, array.nbytes, array))
 
 
-def _bytes_tensor(array: np.ndarray) -> Tensor:
+def _bytes_tensor(array: np.ndarray[Any, Any]) -> Tensor:
     parts = []
     for item in array.reshape(-1):
         if isinstance(item, (bytes, bytearray, memoryview)):

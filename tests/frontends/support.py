@@ -192,3 +192,14 @@ def make_certificates(folder: str) -> dict[str, str]:
         "client_cert": write("client.pem", client_cert),
         "client_key": write("client.key", client_key),
     }
+
+
+def client_bf16(values: list[float]) -> Any:
+    """``values`` (exact in bfloat16) as a numpy array tritonclient takes for BF16:
+    ml_dtypes.bfloat16 in its newer releases, float32 in older ones (what pip picks
+    for Python 3.9 beside the rest of the test extra). Either way the bytes of the
+    array are those of an output holding the same values."""
+    import numpy as np
+    from tritonclient.utils import triton_to_np_dtype
+
+    return np.array(values, dtype=triton_to_np_dtype("BF16"))

@@ -115,8 +115,7 @@ def test_infer_types(client):
               ("INT8", np.array([-1, 2, -128], np.int8)),
               ("UINT64", np.array([2**63, 1, 0], np.uint64)),
               ("FP64", np.array([np.pi, -1e-300, 7]))]
-    ml_dtypes = pytest.importorskip("ml_dtypes")
-    arrays.append(("BF16", np.array([1.5, -8, 0.25], dtype=ml_dtypes.bfloat16)))
+    arrays.append(("BF16", support.client_bf16([1.5, -8, 0.25])))
     inputs = []
     for i, (datatype, array) in enumerate(arrays):
         inp = grpcclient.InferInput(f"INPUT{i}", [3], datatype)

@@ -204,8 +204,7 @@ def test_fp16_bool_int8_uint64_fp64_bf16(endpoints, client):
         inp.set_data_from_numpy(array)
         inputs.append(inp)
     bf16 = np.array([0x3F80, 0xC000, 0x0000], dtype=np.uint16)  # 1.0, -2.0, 0.0
-    ml_dtypes = pytest.importorskip("ml_dtypes")  # tritonclient's BF16 type
-    bf16_values = np.array([1.0, -2.0, 0.0], dtype=ml_dtypes.bfloat16)
+    bf16_values = support.client_bf16([1.0, -2.0, 0.0])
     inp = httpclient.InferInput("INPUT5", [3], "BF16")
     inp.set_data_from_numpy(bf16_values)
     inputs.append(inp)

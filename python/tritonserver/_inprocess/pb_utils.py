@@ -87,7 +87,7 @@ class Tensor:
     def name(self) -> str:
         return self._name
 
-    def as_numpy(self) -> np.ndarray:
+    def as_numpy(self) -> np.ndarray[Any, Any]:
         data = self._data
         if isinstance(data, np.ndarray):
             return data

@@ -45,7 +45,7 @@ MAX_DIMS = 32
 MAX_SEQUENCE_PARAMETER = (1 << 64) - 1
 
 # Triton datatype name -> numpy dtype (None: no numpy form) and element size.
-NUMPY_DTYPE: dict[str, Optional[np.dtype]] = {
+NUMPY_DTYPE: dict[str, Optional[np.dtype[Any]]] = {
     "BOOL": np.dtype(np.bool_), "UINT8": np.dtype(np.uint8), "UINT16": np.dtype("<u2"),
     "UINT32": np.dtype("<u4"), "UINT64": np.dtype("<u8"), "INT8": np.dtype(np.int8),
     "INT16": np.dtype("<i2"), "INT32": np.dtype("<i4"), "INT64": np.dtype("<i8"),
@@ -484,7 +484,7 @@ def sequence_flag(key: str, value: Any) -> int:
 def unsigned(key: str, value: Any, bits: int = 64) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < (1 << bits):
         raise InvalidArgumentError(f"Unable to parse '{key}': expected an unsigned integer")
-    return value
+    return int(value)
 
 
 async def infer_once(server: Server, call: Call,

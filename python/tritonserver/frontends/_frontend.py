@@ -20,7 +20,7 @@ def check_bool(field: str, value: Any) -> bool:
 def check_int(field: str, value: Any, low: int = 0, high: int = 2**63 - 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidArgumentError(f"{field}: expected an int in [{low}, {high}], got {value!r}")
-    return value
+    return int(value)
 
 
 def check_socket_options(cls: str, options: Any) -> None:

@@ -42,7 +42,7 @@ def check_address(field: str, address: Any) -> str:
 def check_port(field: str, port: Any) -> int:
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise InvalidArgumentError(f"{field}: expected a port in 0..65535, got {port!r}")
-    return port
+    return int(port)
 
 
 def listening_socket(address: str, port: int, reuse_port: bool, what: str) -> socket.socket:
