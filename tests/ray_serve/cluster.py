@@ -67,33 +67,27 @@ def wait_gone(before: dict[int, str], timeout: float = 30.0) -> None:
     assert not left, f"Ray processes left behind: {left}"
 
 
-def replicas(app: str, count: int, timeout: float = 60.0) -> dict[str, int]:
-    """{replica id: pid} of ``count`` replicas, asked through the handle API
-    (its router spreads calls over the replicas) until that many answered."""
+def replica_statistics(app: str, count: int, timeout: float = 60.0) -> list[dict[str, Any]]:
+    """The statistics of ``count`` replicas, asked through the handle API (its
+    router spreads calls over the replicas) until that many answered."""
     handle = serve.get_app_handle(app)
-    seen: dict[str, int] = {}
+    by_replica: dict[str, dict[str, Any]] = {}
     deadline = time.monotonic() + timeout
-    while len(seen) < count and time.monotonic() < deadline:
+    while len(by_replica) < count and time.monotonic() < deadline:
         try:
             stats = handle.statistics.remote().result(timeout_s=REQUEST_TIMEOUT_S)
         except Exception:  # a replica going away: ask again
             time.sleep(0.1)
             continue
-        seen[stats["replica"]] = stats["pid"]
-    assert len(seen) >= count, f"only {len(seen)} of {count} replicas answered: {seen}"
-    return seen
-
-
-def replica_statistics(app: str, count: int) -> list[dict[str, Any]]:
-    """The statistics of each of ``count`` replicas (one call per replica found)."""
-    handle = serve.get_app_handle(app)
-    by_replica: dict[str, dict[str, Any]] = {}
-    deadline = time.monotonic() + 60
-    while len(by_replica) < count and time.monotonic() < deadline:
-        stats = handle.statistics.remote().result(timeout_s=REQUEST_TIMEOUT_S)
         by_replica[stats["replica"]] = stats
-    assert len(by_replica) == count, f"{len(by_replica)} of {count} replicas answered"
+    assert len(by_replica) >= count, \
+        f"only {len(by_replica)} of {count} replicas answered: {list(by_replica)}"
     return list(by_replica.values())
+
+
+def replicas(app: str, count: int, timeout: float = 60.0) -> dict[str, int]:
+    """{replica id: pid} of ``count`` replicas."""
+    return {s["replica"]: s["pid"] for s in replica_statistics(app, count, timeout)}
 
 
 def running_replicas(app: str) -> int:

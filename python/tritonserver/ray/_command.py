@@ -57,7 +57,6 @@ def deployment_settings(args: argparse.Namespace) -> dict[str, Any]:
             actor[key] = value
     if actor:
         settings["ray_actor_options"] = actor
-    settings["graceful_shutdown_timeout_s"] = float(args.exit_timeout_secs)
     return settings
 
 
