@@ -8,7 +8,9 @@ the test instead of hanging the run.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,9 +93,43 @@ def server(example_repo):
     stop_within(s)
 
 
+def copy_in_process(dest: str, names: Optional[list] = None) -> str:
+    """Copies of tests/models' python-backend models (all, or `names`) in
+    `dest`, each config rewritten to backend: "inprocess": the same model.py
+    run in this process, where no stub and no numpy<2 is needed."""
+    for name in names if names is not None else sorted(os.listdir(TEST_MODELS)):
+        target = os.path.join(dest, name)
+        shutil.copytree(os.path.join(TEST_MODELS, name), target,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        config = os.path.join(target, "config.pbtxt")
+        with open(config, encoding="utf-8") as f:
+            text, count = re.subn(r'backend:\s*"python"', 'backend: "inprocess"', f.read())
+        assert count == 1, f"{config} names the python backend once"
+        with open(config, "w", encoding="utf-8") as f:
+            f.write(text)
+    return dest
+
+
+@functools.lru_cache(maxsize=None)
+def python_backend_refusal() -> Optional[str]:
+    """Why the package refuses python-backend models here (None: it runs
+    them): e.g. on Python 3.13, where the stub's numpy<2 has no wheels."""
+    from tritonserver._core import find_core, stub_environment
+
+    stub = stub_environment(find_core())
+    return None if stub.usable else stub.reason
+
+
+def skip_without_python_backend() -> None:
+    reason = python_backend_refusal()
+    if reason is not None:
+        pytest.skip(f"the python backend is refused here: {reason}")
+
+
 @pytest.fixture(scope="module")
 def python_server():
     """A server on the python-backend test models."""
+    skip_without_python_backend()
     s = start_server(model_repository=TEST_MODELS)
     yield s
     stop_within(s)

@@ -4,6 +4,7 @@ python backend's stub interpreter. Used by Server.start()."""
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import threading
@@ -73,9 +74,13 @@ def prepare_options(options: Any, core: Any, server_index: int) -> None:
                 raise UnsupportedError(_python_refusal(name, stub.reason))
 
 
-def check_model_loadable(options: Any, name: str) -> None:
-    """Refuse a python-backend model when its stub would corrupt tensors."""
-    if _core is None or not _is_python_model(options, name):
+def check_model_loadable(options: Any, name: str,
+                         parameters: "dict[str, Any] | None" = None) -> None:
+    """Refuse a python-backend model when its stub would corrupt tensors.
+
+    ``parameters`` are those of the load call: a ``config`` there replaces
+    the repository's, and ``file:`` entries are the model's files."""
+    if _core is None or not _is_python_model(options, name, parameters or {}):
         return
     stub = _stub_environment(_core)
     if not stub.usable:
@@ -97,7 +102,21 @@ def _python_refusal(name: str, reason: str) -> str:
 _PYTHON_BACKEND = re.compile(r'^\s*backend\s*:\s*"python"', re.MULTILINE)
 
 
-def _is_python_model(options: Any, name: str) -> bool:
+def _is_python_model(options: Any, name: str, parameters: "dict[str, Any] | None" = None) -> bool:
+    parameters = parameters or {}
+    config = parameters.get("config")
+    if isinstance(config, str):
+        try:
+            settings = json.loads(config)
+        except ValueError:
+            return False  # the core refuses the load and says why
+        if not isinstance(settings, dict):
+            return False
+        if settings.get("backend") or settings.get("platform"):
+            return settings.get("backend") == "python"
+        # No backend named: the core picks the python backend for a model.py.
+        return any(isinstance(k, str) and k.startswith("file:") and k.endswith("/model.py")
+                   for k in parameters)
     for repo in options._repositories():
         folder = os.path.join(repo, name)
         config = os.path.join(folder, "config.pbtxt")

@@ -170,7 +170,7 @@ class Server:
     def load(self, model_name: str, parameters: Optional[dict[str, Any]] = None) -> Model:
         """Load (or reload) a model; returns its handle."""
         handle = self._handle()
-        _runtime.check_model_loadable(self.options, model_name)
+        _runtime.check_model_loadable(self.options, model_name, parameters)
         handle.load_model(model_name, parameters)
         return Model(self, model_name)
 

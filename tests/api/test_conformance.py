@@ -6,6 +6,7 @@ print their names, Server._ptr), and a CPU-only machine starts quietly."""
 from __future__ import annotations
 
 import enum
+import json
 import os
 import subprocess
 import sys
@@ -267,6 +268,20 @@ def test_python_backend_refusal_says_how_to_run_in_process(monkeypatch):
         message = str(caught.value)
         assert "numpy 2" in message
         assert 'change backend: "python" to backend: "inprocess"' in message
+        # A model given in the load call: its config there decides, not the disk's.
+        io = {"input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],
+              "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}]}
+        model_py = b"class TritonPythonModel:\n    pass\n"
+        for config in ({"backend": "python", **io}, io):
+            with pytest.raises(tritonserver.UnsupportedError, match="inprocess"):
+                server.load("given", {"config": json.dumps(config), "file:1/model.py": model_py})
+        with pytest.raises(tritonserver.UnsupportedError, match="inprocess"):
+            server.load("python_affine", {"config": json.dumps({"backend": "python"})})
+        # Another backend named by the load call's config is not the stub's business.
+        identity = {"backend": "identity", "max_batch_size": 0,
+                    "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+                    "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}]}
+        assert server.load("given", {"config": json.dumps(identity), "file:1/README": b"no file needed"}).ready()
         assert server.live()
     finally:
         stop_within(server)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tritonserver
-from conftest import start_server, stats_when, stop_within
+from conftest import python_backend_refusal, start_server, stats_when, stop_within
 
 PYTHON_DOUBLE = b'''
 import numpy as np
@@ -55,8 +55,14 @@ def test_load_a_model_given_as_bytes(explicit):
     config = {"backend": "python", "max_batch_size": 0,
               "input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],
               "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}]}
-    model = explicit.load("doubler", {"config": json.dumps(config),
-                                      "file:1/model.py": PYTHON_DOUBLE})
+    parameters = {"config": json.dumps(config), "file:1/model.py": PYTHON_DOUBLE}
+    if python_backend_refusal() is not None:
+        # The config given names the python backend: refused like one on disk.
+        with pytest.raises(tritonserver.UnsupportedError, match="inprocess"):
+            explicit.load("doubler", parameters)
+        assert explicit.live()
+        return
+    model = explicit.load("doubler", parameters)
     out = next(model.infer(inputs={"X": np.array([1.5, -2.0], np.float32)}))
     assert np.from_dlpack(out.outputs["Y"]).tolist() == [3.0, -4.0]
     explicit.unload("doubler", wait_until_unloaded=True, timeout=30)

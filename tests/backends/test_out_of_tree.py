@@ -13,7 +13,7 @@ import pytest
 
 import tritonserver
 from backends.build import build_project, cli
-from conftest import TEST_MODELS, TESTS_DIR, start_server, stop_within
+from conftest import TEST_MODELS, TESTS_DIR, skip_without_python_backend, start_server, stop_within
 
 EXAMPLE = os.path.join(os.path.dirname(TESTS_DIR), "examples", "custom_backend")
 
@@ -51,6 +51,7 @@ def test_example_backend_builds_loads_and_runs(example_backends, example_repo):
 
 
 def test_example_backend_beside_the_python_backend(example_backends):
+    skip_without_python_backend()
     s = start_server(model_repository=[os.path.join(EXAMPLE, "models"), TEST_MODELS],
                      backend_directory=example_backends,
                      model_control_mode=tritonserver.ModelControlMode.EXPLICIT,

@@ -1,17 +1,21 @@
 """Fixtures of the frontend tests: one in-process server per module (the
-example models, tests/frontends/models and a python-backend model of
-tests/models), served by HTTP, gRPC and metrics frontends on free ports of
+example models, tests/frontends/models and a model.py of tests/models run
+in-process), served by HTTP, gRPC and metrics frontends on free ports of
 127.0.0.1."""
 
 from __future__ import annotations
 
+import atexit
+import functools
+import shutil
+import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 import pytest
 
 import tritonserver
-from conftest import stop_within
+from conftest import copy_in_process, stop_within
 from frontends import support
 
 pytest.importorskip("tritonclient.http")
@@ -21,14 +25,22 @@ from tritonserver.frontends import KServeGrpc, KServeHttp, Metrics  # noqa: E402
 
 EXAMPLES = ["accumulate_int64", "add_sub_fp32", "add_sub_int32", "identity_batched",
             "identity_bytes", "identity_fp32", "repeat_int32", "sleep_us"]
-# python_echo_params (tests/models, python backend) answers with the parameters it saw.
+# python_echo_params (tests/models) answers with the parameters it saw; it runs
+# in this process (backend "inprocess"), so the frontends need no python backend.
 STARTUP = EXAMPLES + ["identity_mixed", "python_echo_params"]
+
+
+@functools.lru_cache(maxsize=None)
+def echo_repository() -> str:
+    folder = tempfile.mkdtemp(prefix="tritonserver-frontends-")
+    atexit.register(shutil.rmtree, folder, True)
+    return copy_in_process(folder, ["python_echo_params"])
 
 
 def start_test_server(**options: Any) -> tritonserver.Server:
     options.setdefault("model_repository",
                        [tritonserver.example_model_repository(), support.MODELS,
-                        support.TEST_MODELS])
+                        echo_repository()])
     options.setdefault("model_control_mode", tritonserver.ModelControlMode.EXPLICIT)
     options.setdefault("startup_models", list(STARTUP))
     options.setdefault("log_error", True)

@@ -13,7 +13,6 @@ from typing import Any, Callable, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "models")
-TEST_MODELS = os.path.join(os.path.dirname(HERE), "models")
 
 # (test, figure) pairs, printed at the end of the session (conftest.py).
 FIGURES: list[tuple[str, str]] = []

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import site
 import subprocess
@@ -18,7 +17,7 @@ import numpy as np
 import pytest
 
 import tritonserver
-from conftest import TEST_MODELS, TESTS_DIR, start_server, stop_within
+from conftest import TEST_MODELS, TESTS_DIR, copy_in_process, start_server, stop_within
 
 INPROCESS_MODELS = os.path.join(TESTS_DIR, "inprocess_models")
 NUMPY1_ENV = "TRITONSERVER_TEST_NUMPY1_PYTHON"
@@ -28,18 +27,11 @@ NUMPY1_ENV = "TRITONSERVER_TEST_NUMPY1_PYTHON"
 def pb_server(tmp_path_factory):
     """The python-backend test models, each config rewritten to
     backend: "inprocess", plus tests/inprocess_models."""
-    repo = tmp_path_factory.mktemp("pb_repo")
-    for name in os.listdir(TEST_MODELS):
-        shutil.copytree(os.path.join(TEST_MODELS, name), repo / name,
-                        ignore=shutil.ignore_patterns("__pycache__"))
-        config = repo / name / "config.pbtxt"
-        text, count = re.subn(r'backend:\s*"python"', 'backend: "inprocess"', config.read_text())
-        assert count == 1
-        config.write_text(text)
+    repo = copy_in_process(str(tmp_path_factory.mktemp("pb_repo")))
     for name in os.listdir(INPROCESS_MODELS):
-        shutil.copytree(os.path.join(INPROCESS_MODELS, name), repo / name,
+        shutil.copytree(os.path.join(INPROCESS_MODELS, name), os.path.join(repo, name),
                         ignore=shutil.ignore_patterns("__pycache__"))
-    s = start_server(model_repository=str(repo))
+    s = start_server(model_repository=repo)
     yield s
     stop_within(s)
 

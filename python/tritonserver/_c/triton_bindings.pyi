@@ -7,6 +7,7 @@ add_arrays, from_dlpack, enum_tables). tests/binding checks it against the
 built module (mypy stubtest)."""
 
 import collections.abc
+import sys
 import typing
 import typing_extensions
 from typing import Any, ClassVar
@@ -63,6 +64,8 @@ class Output(tuple[Any, ...]):
     def memory_type_id(self) -> int: ...
     @property
     def memory(self) -> typing_extensions.CapsuleType | None: ...
+    if sys.version_info >= (3, 13):
+        def __replace__(self, /, **changes: Any) -> typing_extensions.Self: ...
 
 class Response(tuple[Any, ...]):
     """One response of a request (or its final flag alone), read from the core."""
@@ -88,6 +91,8 @@ class Response(tuple[Any, ...]):
     def outputs(self) -> tuple[Output, ...]: ...
     @property
     def class_labels(self) -> list[str | None] | None: ...
+    if sys.version_info >= (3, 13):
+        def __replace__(self, /, **changes: Any) -> typing_extensions.Self: ...
 
 class Server:
     def __init__(self, options: ServerOptions) -> None: ...
