@@ -3,8 +3,10 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <variant>
 #include <vector>
@@ -68,15 +70,52 @@ Server::Server(ServerOptions& options) {
 namespace {
 
 // Servers whose stop failed (their exit timeout expired with work still
-// running). Core 2.51 crashes if such a server is deleted (seen: an abort
-// within a second of ServerDelete), so they are kept for the life of the
-// process, where the core finishes their requests; exiting with them is
-// clean.
-void KeepForever(std::shared_ptr<ServerHandle> handle) {
-  static auto* kept = new std::vector<std::shared_ptr<ServerHandle>>();
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  kept->push_back(std::move(handle));
+// running). Core 2.51 crashes if such a server is deleted while that work
+// runs (seen: an abort within a second of ServerDelete), and so does a
+// process that exits under it (its static destructors race the backend
+// threads). So they are kept, and deleted once the core has released
+// every request (DeleteIdleKeptServers, called at interpreter exit).
+// Never destroyed: backend threads may still reach them during exit.
+struct KeptServers {
+  std::mutex mutex;
+  std::vector<std::shared_ptr<ServerHandle>> servers;
+};
+KeptServers& Kept() {
+  static auto* kept = new KeptServers();
+  return *kept;
+}
+
+void Keep(std::shared_ptr<ServerHandle> handle) {
+  std::lock_guard<std::mutex> lock(Kept().mutex);
+  Kept().servers.push_back(std::move(handle));
+}
+
+// Waits up to `timeout_s` for the kept servers' requests to be released,
+// deletes the servers that have none left, and returns how many are still
+// busy (those stay kept).
+size_t DeleteIdleKeptServers(double timeout_s) {
+  std::vector<std::shared_ptr<ServerHandle>> kept;
+  {
+    std::lock_guard<std::mutex> lock(Kept().mutex);
+    kept.swap(Kept().servers);
+  }
+  py::gil_scoped_release unlocked;  // the requests' callbacks may need it
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(std::max(0.0, timeout_s)));
+  auto busy = [](const std::shared_ptr<ServerHandle>& h) { return h->in_flight()->load() > 0; };
+  while (std::any_of(kept.begin(), kept.end(), busy) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::vector<std::shared_ptr<ServerHandle>> still_busy;
+  for (auto& handle : kept) {
+    if (busy(handle)) still_busy.push_back(std::move(handle));
+  }
+  kept.clear();  // ServerDelete of the idle ones (the GIL is already released)
+  std::lock_guard<std::mutex> lock(Kept().mutex);
+  for (auto& handle : still_busy) Kept().servers.push_back(std::move(handle));
+  return still_busy.size();
 }
 
 }  // namespace
@@ -110,11 +149,11 @@ void Server::Stop() {
   // on a server that gave up); the core may still run it, unseen.
   const size_t ended =
       handle->AbandonUnfinished("the server stopped before this request finished (" + why + ")");
-  KeepForever(std::move(handle));
+  Keep(std::move(handle));
   throw Error(TRITONSERVER_ERROR_UNAVAILABLE,
               "the server did not stop cleanly (" + why + "): " + std::to_string(ended) +
                   " request(s) had not finished and were ended with an error; the "
-                  "server's memory is kept until the process exits");
+                  "server is freed at interpreter exit, once the core has finished them");
 }
 
 std::shared_ptr<ServerHandle> Server::Handle() const {
@@ -187,6 +226,9 @@ void RegisterServer(py::module_& m) {
   py::class_<Server>(m, "Server", "A started core server; stop() ends it.")
       .def(py::init<ServerOptions&>(), py::arg("options"))
       .def("stop", &Server::Stop)
+      .def_static("delete_idle_kept_servers", &DeleteIdleKeptServers, py::arg("timeout_s"),
+                  "Deletes the servers whose stop gave up once the core has released their "
+                  "requests (waiting up to timeout_s); returns how many are still busy.")
       .def("is_live", [](S s) { return QueryBool(TRITON_FN(TRITONSERVER_ServerIsLive), s); })
       .def("is_ready", [](S s) { return QueryBool(TRITON_FN(TRITONSERVER_ServerIsReady), s); })
       .def(

@@ -7,6 +7,7 @@ import atexit
 import json
 import os
 import re
+import sys
 import threading
 from typing import Any
 
@@ -142,19 +143,32 @@ def _models_loaded_at_start(options: Any) -> list[str]:
 
 
 _STUB_NAME = "triton_python_backend_stub"
-_stub_reaper_registered = False
+_exit_wait_s: "float | None" = None  # set by the first stop that gave up
 
 
-def reap_stubs_at_exit() -> None:
-    """After a stop that gave up, the core may leave python-backend stub
-    processes of ours running; a stub blocked on its (dead) parent never
-    exits by itself. Terminate our own stub children when this process
-    exits. Registered once, on the first stop that gave up."""
-    global _stub_reaper_registered
+def finish_at_exit(timeout_s: float) -> None:
+    """After a stop that gave up (its exit timeout expired with work running).
+
+    The binding keeps that server: the core cannot free it, nor can the
+    process exit under it, while a backend still runs its requests. At
+    interpreter exit (before Python is torn down, so callbacks can still
+    run) wait up to the largest such timeout for the core to release them
+    and free the server, then terminate python-backend stubs of ours still
+    running: a stub blocked on its (dead) parent never exits by itself."""
+    global _exit_wait_s
     with _lock:
-        if not _stub_reaper_registered:
-            atexit.register(_terminate_stub_children)
-            _stub_reaper_registered = True
+        if _exit_wait_s is None:
+            atexit.register(_finish_kept_servers)
+        _exit_wait_s = max(_exit_wait_s or 0.0, float(timeout_s))
+
+
+def _finish_kept_servers() -> None:
+    busy = _bindings.Server.delete_idle_kept_servers(_exit_wait_s or 0.0)
+    if busy:
+        print(f"tritonserver: {busy} stopped server(s) still had requests running "
+              f"{_exit_wait_s:g} s after exit began; exiting without freeing them",
+              file=sys.stderr, flush=True)
+    _terminate_stub_children()
 
 
 def _stub_children() -> list[int]:

@@ -97,15 +97,16 @@ class Server:
         Requests in flight finish first, waiting up to Options.exit_timeout
         seconds. If work is still running then, this raises UnavailableError;
         the core finishes that work in the background (the 2.51 core cannot
-        safely free a server in that state, so its memory is kept until the
-        process exits). Either way the server is stopped afterwards.
+        safely free a server in that state: it is freed at interpreter exit,
+        after waiting up to exit_timeout again for that work). Either way the
+        server is stopped afterwards.
         """
         server, self._server = self._server, None
         if server is not None:
             try:
                 server.stop()
             except UnavailableError:
-                _runtime.reap_stubs_at_exit()  # the core may leave stubs running
+                _runtime.finish_at_exit(self.options.exit_timeout)  # the work goes on meanwhile
                 raise
         return self
 

@@ -102,11 +102,9 @@ def test_stop_with_requests_in_flight_lets_them_finish():
     import threading
     import time
 
-    from conftest import TEST_MODELS
-
-    s = start_server(model_repository=TEST_MODELS, exit_timeout=30)
-    model = s.model("python_sleep")
-    iterators = [model.infer(inputs={"SECONDS": np.array([[0.1]], np.float32)}) for _ in range(10)]
+    s = start_server(model_repository=tritonserver.example_model_repository(), exit_timeout=30)
+    model = s.model("sleep_us")
+    iterators = [model.infer(inputs={"DELAY_US": np.array([100_000], np.int64)}) for _ in range(10)]
     time.sleep(0.05)
     results = []
     reader = threading.Thread(target=lambda: results.extend(next(it) for it in iterators))
@@ -121,19 +119,17 @@ def test_stop_past_the_exit_timeout_ends_every_request_and_the_process_survives(
     import sys
     import textwrap
 
-    from conftest import TEST_MODELS
-
-    # 20 requests of 0.2 s queue on one instance; stop() gives up after 1 s.
+    # 20 requests of 0.2 s queue on two instances; stop() gives up after 1 s.
     # Every request must end for its reader (done, or UnavailableError), no
     # iterator may hang, and the process must exit cleanly.
-    code = textwrap.dedent(f"""
+    code = textwrap.dedent("""
         import threading, time
         import numpy as np
         import tritonserver
-        s = tritonserver.Server(model_repository={TEST_MODELS!r}, exit_timeout=1).start(
-            wait_until_ready=True)
-        model = s.model("python_sleep")
-        its = [model.infer(inputs={{"SECONDS": np.array([[0.2]], np.float32)}},
+        s = tritonserver.Server(model_repository=tritonserver.example_model_repository(),
+                                exit_timeout=1).start(wait_until_ready=True)
+        model = s.model("sleep_us")
+        its = [model.infer(inputs={"DELAY_US": np.array([200_000], np.int64)},
                            raise_on_error=False) for _ in range(20)]
         time.sleep(0.05)
         done = []
