@@ -5,6 +5,7 @@ and against onnxruntime inside a python-backend model.py.
     python benchmarks/onnx.py                  # 5 runs x 2 s per figure
     python benchmarks/onnx.py --quick          # a smoke run
     python benchmarks/onnx.py --pin --json out.json
+    python benchmarks/onnx.py --pin --core-floor  # and the core's own floor
 
 Two models built at run time (tsbench/onnx_models.py): a 3-layer MLP on 16
 FP32 values and a small ResNet-style network on a 3x224x224 image, batch 1.
@@ -16,6 +17,12 @@ and async64 for the MLP on the server, on a copy of the model with dynamic
 batching. Each system runs in its own process, interleaved round by round;
 every figure is the median (min-max) of the runs, and the ratios divide
 medians of the same run, each printed next to its target.
+
+--core-floor adds, in the same rounds, the raw C API driver (benchmarks/native,
+built with CMake) on the identity backend with 16 FP32 values: what this core
+reaches with a backend that does nothing and no Python anywhere, the most any
+served model can reach here (tsbench/core_floor.py). Its ratios to direct
+onnxruntime are the best the MLP ratios could be.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.real
 sys.path.append(HERE)
 
 from tsbench import interleaved, onnx_models  # noqa: E402
+from tsbench.core_floor import CoreFloor  # noqa: E402
 from tsbench.onnx_worker import SYSTEMS  # noqa: E402
 from tsbench.procs import note  # noqa: E402
 
@@ -44,18 +52,20 @@ RATIOS = (
     ("resnet", ("server", "sync"), ("direct", "sync"), 0.95),
     ("resnet", ("server", "sync"), ("python-backend", "sync"), None),
 )
+FLOOR = "core-floor"
+FLOOR_MODEL = "identity"  # tsbench/core_floor.py: identity_fp32, 16 FP32 values
+FLAGS = (("--core-floor", "also measure the raw C API on the identity backend (the core's "
+                          "floor; builds benchmarks/native with CMake)"),)
 
 
 def ratio_name(model: str, ours: tuple, theirs: tuple) -> str:
     return f"{model}: {' '.join(ours)} / {' '.join(theirs)}"
 
 
-def summarize(runs: dict) -> tuple:
-    """(results, ratios) from {model: {system: {workload: [round figures]}}}."""
-    results = {m: {s: {w: {**interleaved.spread([f["ips"] for f in figures]),
-                           **({"p50_us": interleaved.spread([f["p50_us"] for f in figures])}
-                              if w == "sync" else {})}
-                       for w, figures in by_w.items()}
+def summarize(runs: dict, floor: dict) -> tuple:
+    """(results, ratios) from {model: {system: {workload: [round figures]}}}
+    and the core floor's {workload: [round figures]} (empty when not measured)."""
+    results = {m: {s: {w: _spreads(w, figures) for w, figures in by_w.items()}
                    for s, by_w in by_s.items()}
                for m, by_s in runs.items()}
     ratios = {}
@@ -65,19 +75,34 @@ def summarize(runs: dict) -> tuple:
         ratios[ratio_name(model, ours, theirs)] = {
             "model": model, "of": list(ours), "over": list(theirs), "value": value,
             "target": target, "met": None if target is None else value >= target}
+    if floor:
+        results[FLOOR_MODEL] = {FLOOR: {w: _spreads(w, figures) for w, figures in floor.items()}}
+        direct = results["mlp"]["direct"]["sync"]["median"]
+        for w in floor:  # the best the MLP's ratios to direct could be
+            ratios[f"{FLOOR_MODEL} {FLOOR} {w} / mlp direct sync"] = {
+                "of_model": FLOOR_MODEL, "of": [FLOOR, w], "model": "mlp",
+                "over": ["direct", "sync"], "target": None, "met": None,
+                "value": results[FLOOR_MODEL][FLOOR][w]["median"] / direct}
     return results, ratios
+
+
+def _spreads(workload: str, figures: list) -> dict:
+    return {**interleaved.spread([f["ips"] for f in figures]),
+            **({"p50_us": interleaved.spread([f["p50_us"] for f in figures])}
+               if workload == "sync" else {})}
 
 
 def print_tables(results: dict, ratios: dict) -> None:
     print("\n| model | system | sync inf/s | sync p50 µs | async64 inf/s |")
     print("|---|---|---|---|---|")
-    for model, by_s in results.items():
-        for system in SYSTEMS:
-            figures = by_s[system]
-            cells = [interleaved.cell(figures["sync"]),
-                     f"{figures['sync']['p50_us']['median']:,.0f}",
-                     interleaved.cell(figures["async64"]) if "async64" in figures else "-"]
-            print(f"| {model} | {system} | " + " | ".join(cells) + " |")
+    rows = [(m, s, results[m][s]) for m in onnx_models.MODELS for s in SYSTEMS]
+    if FLOOR_MODEL in results:
+        rows.append(("identity, 16 FP32", f"{FLOOR} (C API)", results[FLOOR_MODEL][FLOOR]))
+    for model, system, figures in rows:
+        cells = [interleaved.cell(figures["sync"]),
+                 f"{figures['sync']['p50_us']['median']:,.0f}",
+                 interleaved.cell(figures["async64"]) if "async64" in figures else "-"]
+        print(f"| {model} | {system} | " + " | ".join(cells) + " |")
     print("\n| ratio of medians | value | target | met |")
     print("|---|---|---|---|")
     for name, r in ratios.items():
@@ -87,13 +112,24 @@ def print_tables(results: dict, ratios: dict) -> None:
 
 
 def main(argv: list) -> int:
-    args = interleaved.parse_args(__doc__, os.path.join(HERE, "build", "logs-onnx"), argv)
+    args = interleaved.parse_args(__doc__, os.path.join(HERE, "build", "logs-onnx"), argv, FLAGS)
     pinned = interleaved.pin(args)
     runs: dict = {m: {s: {} for s in SYSTEMS} for m in onnx_models.MODELS}
+    floor: dict = {}
+    core_floor = None
+    if args.core_floor:
+        os.makedirs(args.logs, exist_ok=True)
+        core_floor = CoreFloor(args.logs)
     with tempfile.TemporaryDirectory(prefix="tsbench-onnx-models-") as folder:
         onnx_models.build(folder)
 
         def measure(system: str) -> None:
+            if system == FLOOR:
+                got = core_floor.measure(WORKLOADS, args.seconds, 0.05 if args.quick else 0.3)
+                for w, figures in got.items():
+                    floor.setdefault(w, []).append(figures)
+                note(f"  {system:15s} " + "  ".join(f"{w} {f['ips']:,.0f}/s" for w, f in got.items()))
+                return
             document = interleaved.run_worker(WORKER, system, args, [
                 "--workloads", ",".join(WORKLOADS), "--model-dir", folder])
             for model, rounds in document["models"].items():
@@ -103,9 +139,9 @@ def main(argv: list) -> int:
                 f"{m} {w} {f[-1]['ips']:,.0f}/s" for m in onnx_models.MODELS
                 for w, f in runs[m][system].items()))
 
-        if not interleaved.each_round(args, SYSTEMS, measure):
+        if not interleaved.each_round(args, SYSTEMS + ((FLOOR,) if core_floor else ()), measure):
             return 1
-    results, ratios = summarize(runs)
+    results, ratios = summarize(runs, floor)
     print_tables(results, ratios)
     print(f"\n{interleaved.settings_line(args, pinned)}")
     interleaved.write_json(args, pinned, {"results": results, "ratios": ratios})

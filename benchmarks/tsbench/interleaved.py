@@ -16,9 +16,13 @@ from tsbench.procs import BenchError, note, run_logged
 WORKER_TIMEOUT_S = 300
 
 
-def parse_args(description: str, logs: str, argv: list) -> argparse.Namespace:
+def parse_args(description: str, logs: str, argv: list,
+               flags: "tuple[tuple[str, str], ...]" = ()) -> argparse.Namespace:
+    """The shared options, plus the entry point's own on/off `flags` ((flag, help) pairs)."""
     p = argparse.ArgumentParser(description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    for flag, help_text in flags:
+        p.add_argument(flag, action="store_true", help=help_text)
     p.add_argument("--quick", action="store_true", help="3 runs x 0.25 s per figure")
     p.add_argument("--rounds", type=int)
     p.add_argument("--seconds", type=float)

@@ -35,15 +35,16 @@ ONNX_TIMEOUT_S = 300  # about 20 s here
 SCALE_OUT_TIMEOUT_S = 300  # about 60 s here: two Ray clusters start
 ONNX_FIGURES = {("mlp", "direct"): {"sync"}, ("mlp", "server"): {"sync", "async64"},
                 ("mlp", "python-backend"): {"sync"}, ("resnet", "direct"): {"sync"},
-                ("resnet", "server"): {"sync"}, ("resnet", "python-backend"): {"sync"}}
+                ("resnet", "server"): {"sync"}, ("resnet", "python-backend"): {"sync"},
+                ("identity", "core-floor"): {"sync", "async64"}}  # --core-floor: the C API
 
 
 def _positive(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
 
 
-def _run_quick(script: str, out, timeout: float) -> dict:
-    """`script --quick --json out`; the document it wrote."""
+def _run_quick(script: str, out, timeout: float, *options: str) -> dict:
+    """`script --quick --json out [options]`; the document it wrote."""
     env = dict(os.environ)
     # The workers must load the package under test: the source tree's when
     # that is what this process imported, else the installed one.
@@ -51,7 +52,8 @@ def _run_quick(script: str, out, timeout: float) -> dict:
     if os.path.realpath(pkg_parent) == os.path.realpath(os.path.join(REPO, "python")):
         env["PYTHONPATH"] = os.pathsep.join(
             [pkg_parent] + [p for p in [env.get("PYTHONPATH")] if p])
-    proc = subprocess.run([sys.executable, script, "--quick", "--json", str(out)], cwd=REPO,
+    proc = subprocess.run([sys.executable, script, "--quick", "--json", str(out), *options],
+                          cwd=REPO,
                           env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=timeout)
     assert proc.returncode == 0, (proc.stdout[-3000:] + "\n" + proc.stderr[-6000:])
@@ -98,7 +100,7 @@ def test_quick_run_writes_every_figure(tmp_path):
 def test_quick_onnx_run_writes_every_figure_and_ratio(tmp_path):
     pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
-    doc = _run_quick(ONNX, tmp_path / "onnx.json", ONNX_TIMEOUT_S)
+    doc = _run_quick(ONNX, tmp_path / "onnx.json", ONNX_TIMEOUT_S, "--core-floor")
     assert doc["pinned"] is None and doc["rounds"] == 3
 
     results = doc["results"]
@@ -117,9 +119,12 @@ def test_quick_onnx_run_writes_every_figure_and_ratio(tmp_path):
                "mlp: server sync / python-backend sync": 3.0,
                "mlp: server async64 / direct sync": 2.0,
                "resnet: server sync / direct sync": 0.95}
-    assert set(doc["ratios"]) >= set(targets)
+    assert set(doc["ratios"]) == set(targets) | {
+        "resnet: server sync / python-backend sync",
+        "identity core-floor sync / mlp direct sync",
+        "identity core-floor async64 / mlp direct sync"}
     for name, ratio in doc["ratios"].items():
-        expected = (medians[(ratio["model"], *ratio["of"])] /
+        expected = (medians[(ratio.get("of_model", ratio["model"]), *ratio["of"])] /
                     medians[(ratio["model"], *ratio["over"])])
         assert math.isclose(ratio["value"], expected, rel_tol=1e-9), name
         assert ratio["target"] == targets.get(name)

@@ -1,0 +1,54 @@
+"""The core's own floor, for benchmarks that compare a model's server figures
+with a ceiling outside Triton (onnx.py --core-floor).
+
+The raw C API driver (benchmarks/native, C++) runs the identity backend on 16
+FP32 values: a backend that does no work, called with no Python anywhere.
+What it reaches is the most any model served by this core can reach on this
+machine, whatever its backend; a target above it cannot be met by a backend.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from . import native
+from .procs import BenchError, run_logged, with_library_path
+
+BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODEL = "identity_fp32"
+TIMEOUT_S = 300
+
+
+class CoreFloor:
+    """Builds the driver once; measure() runs one round of it."""
+
+    def __init__(self, logs: str) -> None:
+        import tritonserver
+        from tritonserver._core import backend_directory, find_core
+        from tritonserver._runtime import package_backends_dir
+
+        self.logs = logs
+        self.core = find_core()
+        self.repository = tritonserver.example_model_repository()
+        self.backend_dir = backend_directory(self.core, package_backends_dir())
+        self.driver = native.build_driver(
+            self.core.library, os.path.join(BENCHMARKS, "build"),
+            os.path.join(BENCHMARKS, ".venv-client"), os.path.join(logs, "core-floor-build.log"))
+
+    def measure(self, workloads: tuple, seconds: float, warmup_s: float) -> dict:
+        """{workload: {"ips": ..., "p50_us": ...}} of one round."""
+        args = [self.driver, "--model-repository", self.repository,
+                "--backend-directory", self.backend_dir, "--model", MODEL,
+                "--workloads", ",".join(workloads), "--rounds", "1", "--seconds", str(seconds),
+                "--warmup-seconds", str(warmup_s), "--min-requests", "3", "--max-seconds", "30"]
+        if self.core.cache_dir:
+            args += ["--cache-directory", self.core.cache_dir]
+        out = run_logged(args, os.path.join(self.logs, "core-floor.log"), TIMEOUT_S,
+                         "the core-floor benchmark",
+                         env=with_library_path(os.environ, self.core.libs_dir))
+        try:
+            return dict(json.loads(out.strip().splitlines()[-1])["rounds"][0])
+        except (IndexError, ValueError, KeyError, TypeError):
+            raise BenchError("the C API driver printed no results "
+                             f"(log: {os.path.join(self.logs, 'core-floor.log')})") from None
