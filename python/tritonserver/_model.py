@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Optional, cast
 
-from tritonserver._c import triton_bindings as _bindings
 from tritonserver._datatypes import from_config_name
 from tritonserver._enums import DataType, ModelBatchFlag, ModelTxnPropertyFlag
-from tritonserver._errors import InvalidArgumentError
 from tritonserver._iterators import AsyncResponseIterator, ResponseIterator
 from tritonserver._request import InferenceRequest, submission
 

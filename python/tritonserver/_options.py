@@ -14,7 +14,7 @@ import enum
 import json
 import typing
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Callable, Iterable, Iterator, Optional, Union, cast
+from typing import Any, Callable, Iterable, Optional, Union, cast
 
 from tritonserver._enums import InstanceGroupKind, LogFormat, ModelControlMode, RateLimitMode
 from tritonserver._errors import InvalidArgumentError, InvalidArgumentTypeError, TritonError

@@ -7,7 +7,6 @@ import queue
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
 
-import numpy as np
 
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._errors import InvalidArgumentError, InvalidArgumentTypeError, TritonError

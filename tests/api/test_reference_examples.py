@@ -14,7 +14,7 @@ import numpy
 import pytest
 
 import tritonserver
-from conftest import start_server, stop_within
+from conftest import stop_within
 from tritonserver import MemoryType, Tensor
 
 FP16_CONFIG = '''backend: "identity"

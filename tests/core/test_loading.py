@@ -94,7 +94,7 @@ def test_loaded_core_api_version(server):
 def test_a_function_the_core_lacks_raises_unsupported():
     # As on a core that predates the function: import, start and other calls
     # work; only the call that needs it raises UnsupportedError, by name.
-    result = run_python(f"""
+    result = run_python("""
         import numpy as np
         import tritonserver
         from tritonserver._c import triton_bindings
@@ -104,10 +104,10 @@ def test_a_function_the_core_lacks_raises_unsupported():
         model = server.model("identity_fp32")
         x = np.ones(2, np.float32)
         try:
-            model.infer(inputs={{"INPUT0": x}}, parameters={{"scale": 0.5}})
+            model.infer(inputs={"INPUT0": x}, parameters={"scale": 0.5})
         except tritonserver.UnsupportedError as e:
             print("UNSUPPORTED", e)
-        out = next(model.infer(inputs={{"INPUT0": x}}, parameters={{"n": 1}}))
+        out = next(model.infer(inputs={"INPUT0": x}, parameters={"n": 1}))
         print("STILL WORKS", np.from_dlpack(out.outputs["OUTPUT0"]).tolist())
         del out
         server.stop()

@@ -269,13 +269,14 @@ def _drop_in_order(example_repo: str, order: tuple, use_async: bool) -> None:
     objects: dict = {"server": s}
     x = np.arange(8, dtype=np.float32)
     if use_async:
-        async def make():
-            model = s.model("sleep_us")
+        async def make(server):
+            model = server.model("sleep_us")
             slow = model.async_infer(inputs={"DELAY_US": np.array([100_000], np.int64)})
-            done = [r async for r in s.model("identity_fp32").async_infer(inputs={"INPUT0": x})]
+            done = [r async for r in server.model("identity_fp32").async_infer(
+                inputs={"INPUT0": x})]
             return slow, done[0]
 
-        objects["iterator"], objects["response"] = asyncio.run(make())
+        objects["iterator"], objects["response"] = asyncio.run(make(s))
     else:
         objects["iterator"] = s.model("sleep_us").infer(
             inputs={"DELAY_US": np.array([100_000], np.int64)})
