@@ -27,14 +27,14 @@ def current_server() -> Server:
     return _current
 
 
-def to_numpy(tensor: Tensor) -> np.ndarray:
+def to_numpy(tensor: Tensor) -> np.ndarray[Any, Any]:
     """A numpy array owning a copy of ``tensor`` (BYTES as an object array of bytes)."""
     if tensor.data_type == DataType.BYTES:
         return tensor.to_bytes_array()
     return np.array(np.from_dlpack(tensor), copy=True)
 
 
-def _outputs(response: Any) -> dict[str, np.ndarray]:
+def _outputs(response: Any) -> dict[str, np.ndarray[Any, Any]]:
     return {name: to_numpy(tensor) for name, tensor in response.outputs.items()}
 
 
@@ -64,13 +64,13 @@ class TritonReplica:
 
     async def infer(self, model: str, inputs: Mapping[str, Any],
                     parameters: Optional[Mapping[str, Any]] = None,
-                    model_version: int = -1) -> dict[str, np.ndarray]:
+                    model_version: int = -1) -> dict[str, np.ndarray[Any, Any]]:
         """The outputs of one inference as numpy arrays.
 
         For a model that answers with several responses (decoupled), use
         ``handle.options(stream=True).stream.remote(...)``.
         """
-        found: list[dict[str, np.ndarray]] = []
+        found: list[dict[str, np.ndarray[Any, Any]]] = []
         async for outputs in self.stream(model, inputs, parameters, model_version):
             found.append(outputs)
         if len(found) > 1:
@@ -81,7 +81,7 @@ class TritonReplica:
 
     async def stream(self, model: str, inputs: Mapping[str, Any],
                      parameters: Optional[Mapping[str, Any]] = None,
-                     model_version: int = -1) -> AsyncIterator[dict[str, np.ndarray]]:
+                     model_version: int = -1) -> AsyncIterator[dict[str, np.ndarray[Any, Any]]]:
         """The outputs of each response as numpy arrays, as they arrive
         (responses that carry only the final flag are skipped)."""
         server = current_server()
