@@ -125,7 +125,7 @@ def main(argv: list) -> int:
 
         def measure(system: str) -> None:
             if system == FLOOR:
-                got = core_floor.measure(WORKLOADS, args.seconds, 0.05 if args.quick else 0.3)
+                got = core_floor.measure(WORKLOADS, interleaved.one_round(args))
                 for w, figures in got.items():
                     floor.setdefault(w, []).append(figures)
                 note(f"  {system:15s} " + "  ".join(f"{w} {f['ips']:,.0f}/s" for w, f in got.items()))

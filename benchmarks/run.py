@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from tsbench import clientenv, machine, native, report  # noqa: E402
-from tsbench.procs import BenchError, loopback_only, note, run_logged, with_library_path  # noqa: E402
+from tsbench.procs import BenchError, loopback_only, note, run_logged  # noqa: E402
 from tsbench.serve_server import ServeServer  # noqa: E402
 from tsbench.server_exe import ExecutableServer  # noqa: E402
 
@@ -199,12 +199,8 @@ class Run:
     def command(self, system: str, rounds: int) -> tuple:
         loop = self.loop_arguments(rounds)
         if system == "c-api":
-            env = with_library_path(os.environ, self.core.libs_dir)
-            args = [self.driver, "--model-repository", self.repository,
-                    "--backend-directory", self.backend_dir, "--model", MODEL]
-            if self.core.cache_dir:
-                args += ["--cache-directory", self.core.cache_dir]
-            return args + loop, env
+            return native.driver_command(self.driver, self.core, self.repository,
+                                         self.backend_dir, MODEL, loop)
         if system == "python-api":
             return [sys.executable, PYAPI_WORKER, "--model-repository", self.repository] + loop, \
                 dict(os.environ)

@@ -13,7 +13,7 @@ import json
 import os
 
 from . import native
-from .procs import BenchError, run_logged, with_library_path
+from .procs import BenchError, run_logged
 
 BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = "identity_fp32"
@@ -36,17 +36,13 @@ class CoreFloor:
             self.core.library, os.path.join(BENCHMARKS, "build"),
             os.path.join(BENCHMARKS, ".venv-client"), os.path.join(logs, "core-floor-build.log"))
 
-    def measure(self, workloads: tuple, seconds: float, warmup_s: float) -> dict:
-        """{workload: {"ips": ..., "p50_us": ...}} of one round."""
-        args = [self.driver, "--model-repository", self.repository,
-                "--backend-directory", self.backend_dir, "--model", MODEL,
-                "--workloads", ",".join(workloads), "--rounds", "1", "--seconds", str(seconds),
-                "--warmup-seconds", str(warmup_s), "--min-requests", "3", "--max-seconds", "30"]
-        if self.core.cache_dir:
-            args += ["--cache-directory", self.core.cache_dir]
+    def measure(self, workloads: tuple, loop: list) -> dict:
+        """{workload: {"ips": ..., "p50_us": ...}} of one round (`loop`: its loop options)."""
+        args, env = native.driver_command(
+            self.driver, self.core, self.repository, self.backend_dir, MODEL,
+            ["--workloads", ",".join(workloads), *loop])
         out = run_logged(args, os.path.join(self.logs, "core-floor.log"), TIMEOUT_S,
-                         "the core-floor benchmark",
-                         env=with_library_path(os.environ, self.core.libs_dir))
+                         "the core-floor benchmark", env=env)
         try:
             return dict(json.loads(out.strip().splitlines()[-1])["rounds"][0])
         except (IndexError, ValueError, KeyError, TypeError):

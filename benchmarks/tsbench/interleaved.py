@@ -45,12 +45,16 @@ def pin(args: argparse.Namespace) -> Optional[list]:
     return cpus
 
 
+def one_round(args: argparse.Namespace) -> list:
+    """The loop options (tsbench/loops.py, benchmarks/native) of one round."""
+    return ["--rounds", "1", "--seconds", str(args.seconds),
+            "--warmup-seconds", str(0.05 if args.quick else 0.3),
+            "--min-requests", "3", "--max-seconds", "30"]
+
+
 def run_worker(worker: str, system: str, args: argparse.Namespace, options: list) -> dict:
     """One round of `system` in a fresh process; the worker's JSON document."""
-    command = [sys.executable, worker, "--system", system, "--rounds", "1",
-               "--seconds", str(args.seconds),
-               "--warmup-seconds", str(0.05 if args.quick else 0.3),
-               "--min-requests", "3", "--max-seconds", "30", *options]
+    command = [sys.executable, worker, "--system", system, *one_round(args), *options]
     out = run_logged(command, os.path.join(args.logs, system + ".log"), WORKER_TIMEOUT_S,
                      f"the {system} benchmark", env=dict(os.environ))
     return json.loads(out.strip().splitlines()[-1])

@@ -6,7 +6,7 @@ import os
 import shutil
 
 from . import clientenv
-from .procs import BenchError, note, run_logged
+from .procs import BenchError, note, run_logged, with_library_path
 
 NATIVE_SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                              "native")
@@ -54,3 +54,13 @@ def build_driver(core_library: str, build_root: str, venv: str, log_path: str) -
     if not os.path.isfile(exe):
         raise BenchError(f"the build made no {exe} (log: {log_path})")
     return exe
+
+
+def driver_command(driver: str, core, repository: str, backend_dir: str, model: str,
+                   loop: list) -> tuple:
+    """(argv, env) that run the driver on `model` with the loop options `loop`."""
+    args = [driver, "--model-repository", repository, "--backend-directory", backend_dir,
+            "--model", model]
+    if core.cache_dir:
+        args += ["--cache-directory", core.cache_dir]
+    return args + loop, with_library_path(os.environ, core.libs_dir)

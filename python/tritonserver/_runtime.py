@@ -81,7 +81,7 @@ def check_model_loadable(options: Any, name: str,
 
     ``parameters`` are those of the load call: a ``config`` there replaces
     the repository's, and ``file:`` entries are the model's files."""
-    if _core is None or not _is_python_model(options, name, parameters or {}):
+    if _core is None or not _is_python_model(options, name, parameters):
         return
     stub = _stub_environment(_core)
     if not stub.usable:
