@@ -596,7 +596,7 @@ def test_app_for_a_server_provider(endpoints):
     """create_http_app over a callable (as a Ray Serve deployment builds it),
     served by another ASGI server setup."""
     from tritonserver.frontends import create_http_app
-    from tritonserver.frontends._runner import UvicornService
+    from tritonserver.frontends._runner import HttpService
 
     calls = []
 
@@ -604,7 +604,7 @@ def test_app_for_a_server_provider(endpoints):
         calls.append(1)
         return endpoints.server
 
-    service = UvicornService("test-app", create_http_app(provider), "127.0.0.1", 0, False, 1, 5)
+    service = HttpService("test-app", create_http_app(provider), "127.0.0.1", 0, False, 1, 5)
     service.start()
     try:
         x = np.arange(3, dtype=np.float32)

@@ -238,7 +238,7 @@ def test_import_without_the_serve_extra():
         "import sys, importlib.abc\n"
         "class Block(importlib.abc.MetaPathFinder):\n"
         "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] in ('fastapi', 'uvicorn', 'grpc', 'grpc_tools'):\n"
+        "        if name.split('.')[0] in ('fastapi', 'httptools', 'grpc', 'grpc_tools'):\n"
         "            raise ImportError('blocked ' + name)\n"
         "sys.meta_path.insert(0, Block())\n")
     code = blocker + (

@@ -11,7 +11,7 @@ INSTALL_HINT = 'pip install "tritonserver[serve]"'
 REQUIRED = {
     "fastapi": "fastapi",
     "starlette": "starlette",
-    "uvicorn": "uvicorn",
+    "httptools": "httptools",
     "grpc": "grpcio",
     "grpc_tools": "grpcio-tools",
     "google.protobuf": "protobuf",

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from tritonserver import InvalidArgumentError, Server, UnavailableError
 from tritonserver.frontends import _common as c
-from tritonserver.frontends._runner import UvicornService, check_address, check_port
+from tritonserver.frontends._runner import HttpService, check_address, check_port
 
 
 def check_bool(field: str, value: Any) -> bool:
@@ -113,7 +113,7 @@ class Frontend:
 
 
 class AsgiFrontend(Frontend):
-    """A frontend whose ASGI ``app`` uvicorn serves (KServeHttp, Metrics):
+    """A frontend whose ASGI ``app`` HttpService serves (KServeHttp, Metrics):
     options address, port, reuse_port and thread_count."""
 
     _service_name = "tritonserver-asgi"  # the threads' name
@@ -123,13 +123,13 @@ class AsgiFrontend(Frontend):
         name = type(self).__name__
         check_socket_options(name, self.options)
         check_int(f"{name}.Options.thread_count", self.options.thread_count, 1, 64)
-        self._service: Optional[UvicornService] = None
+        self._service: Optional[HttpService] = None
 
     app: Any  # set by the subclass
 
     def _start(self) -> None:
         o = self.options
-        service = UvicornService(self._service_name, self.app, o.address, o.port, o.reuse_port,
+        service = HttpService(self._service_name, self.app, o.address, o.port, o.reuse_port,
                                  o.thread_count, self._graceful_timeout())
         service.start()
         self._service = service

@@ -1,5 +1,6 @@
 """The KServe v2 HTTP/REST frontend: an ASGI app (FastAPI) and KServeHttp,
-which serves it with uvicorn on a thread of its own.
+which serves it with the package's HTTP/1.1 server (_httpserver.py) on a
+thread of its own.
 
 ``create_http_app(server)`` builds the app for a Server (or for a callable
 returning one, resolved per request: what an application that creates its
@@ -868,7 +869,7 @@ def create_http_app(server: c.ServerLike, settings: Optional[HttpSettings] = Non
     Serve's ``@serve.ingress(app)``). ``settings`` (an HttpSettings), or its
     fields as keywords: ``max_input_size``, ``restricted_features``,
     ``header_forward_pattern``. Serve it with any ASGI server; KServeHttp
-    serves it with uvicorn.
+    serves it with the package's own (_httpserver.py).
     """
     from starlette.exceptions import HTTPException
     from starlette.requests import Request

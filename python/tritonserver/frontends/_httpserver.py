@@ -1,0 +1,478 @@
+"""The HTTP/1.1 server that runs the frontends' ASGI apps (KServeHttp,
+Metrics): asyncio protocols with httptools' parser, one task per request.
+
+Why not uvicorn: per request it does a good deal of Python that this server
+skips (measured with tritonclient, client and server on one CPU: see
+docs/serving.md), and every response here leaves in one write: status line,
+headers and body together. What it serves is what the frontends need:
+keep-alive and pipelining, Content-Length and chunked request bodies, read
+as the app asks for them (a body is never read ahead past FLOW_LIMIT bytes,
+so an oversized request is refused before it is read), ``Expect:
+100-continue``, chunked (streamed) responses, HEAD, bounded request heads,
+an idle timeout, and a graceful stop that lets requests in flight finish
+within a bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import logging
+import socket
+import urllib.parse
+from typing import Any, Callable, Optional
+
+import httptools
+
+FLOW_LIMIT = 1 << 20  # body bytes buffered before reading pauses
+MAX_HEAD = 64 << 10  # request line and headers, in bytes
+COPY_LIMIT = 64 << 10  # bodies smaller than this are joined to their head
+KEEP_ALIVE_S = 75.0  # an idle connection is closed after this long
+SWEEP_S = 1.0  # how often idle connections are looked for
+
+_log = logging.getLogger("tritonserver.frontends")
+_DISCONNECT = {"type": "http.disconnect"}
+_REASONS = {s.value: s.phrase.encode("latin-1") for s in http.HTTPStatus}
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+def _status_line(status: int) -> bytes:
+    return b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))
+
+
+def _plain_response(status: int, text: str, close: bool = True) -> bytes:
+    body = text.encode()
+    return (_status_line(status) + b"content-type: text/plain; charset=utf-8\r\n"
+            b"content-length: %d\r\n%s\r\n" % (len(body), b"connection: close\r\n" if close
+                                               else b"") + body)
+
+
+class _Cycle:
+    """One request and its response."""
+
+    __slots__ = ("conn", "scope", "body", "buffered", "complete", "delivered", "waiter",
+                 "expect_continue", "keep_alive", "head", "chunked", "started", "finished",
+                 "disconnected", "is_head", "task")
+
+    def __init__(self, conn: "_Connection", scope: dict[str, Any], keep_alive: bool,
+                 expect_continue: bool):
+        self.conn = conn
+        self.scope = scope
+        self.body: list[bytes] = []
+        self.buffered = 0
+        self.complete = False  # the whole body has been parsed
+        self.delivered = False  # ... and handed to the app
+        self.waiter: Optional[asyncio.Future[None]] = None
+        self.expect_continue = expect_continue
+        self.keep_alive = keep_alive
+        self.head: Optional[bytes] = None  # the response head, sent with the first body
+        self.chunked: Optional[bool] = False
+        self.started = False
+        self.finished = False
+        self.disconnected = False
+        self.is_head = scope["method"] == "HEAD"
+        self.task: Optional[asyncio.Task[None]] = None
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def receive(self) -> dict[str, Any]:
+        while not (self.body or (self.complete and not self.delivered) or self.disconnected
+                   or self.finished):
+            if self.expect_continue and not self.started:
+                self.expect_continue = False
+                self.conn.write(_CONTINUE)
+            self.conn.resume_reading()
+            self.waiter = self.conn.loop.create_future()
+            try:
+                await self.waiter
+            finally:
+                self.waiter = None
+        if self.disconnected or self.finished:
+            return _DISCONNECT
+        body = self.body
+        chunk = body[0] if len(body) == 1 else b"".join(body)
+        body.clear()
+        self.buffered = 0
+        more = not self.complete
+        self.delivered = not more
+        if more:
+            self.conn.resume_reading()
+        return {"type": "http.request", "body": chunk, "more_body": more}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        if not self.started:
+            if kind != "http.response.start":
+                raise RuntimeError(f"expected http.response.start, got {kind!r}")
+            self._start(message["status"], message.get("headers") or ())
+            return
+        if kind != "http.response.body" or self.finished:
+            raise RuntimeError(f"unexpected ASGI message {kind!r} for this response")
+        body = message.get("body", b"")
+        more = message.get("more_body", False)
+        if self.disconnected:
+            if not more:
+                self.finished = True
+            return
+        head = self.head
+        if head is not None:
+            self.head = None
+            if self.chunked is None:  # no length given: known now, or streamed
+                self.chunked = more
+                head += b"transfer-encoding: chunked\r\n" if more else \
+                    b"content-length: %d\r\n" % len(body)
+            head += b"\r\n"
+        if self.is_head:
+            body = b""
+        elif self.chunked and body:
+            body = b"%x\r\n%s\r\n" % (len(body), body)
+        if not more:
+            if self.chunked and not self.is_head:
+                body += b"0\r\n\r\n"
+            self.finished = True
+        self.conn.send(head, body)
+        if self.finished:
+            self.conn.response_done(self)
+        else:
+            await self.conn.drain()
+
+    def _start(self, status: int, headers: Any) -> None:
+        self.started = True
+        parts = [_status_line(status)]
+        length = False
+        for name, value in headers:
+            lower = name.lower()
+            if lower == b"content-length":
+                length = True
+            elif lower == b"connection" and value.lower() == b"close":
+                self.keep_alive = False
+                continue  # written below
+            elif lower == b"transfer-encoding":
+                continue  # decided here
+            parts.append(b"%s: %s\r\n" % (name, value))
+        if not self.keep_alive:
+            parts.append(b"connection: close\r\n")
+        self.head = b"".join(parts)
+        self.chunked = False if length else None
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: parses requests, runs the app for each in
+    turn (pipelined requests wait), writes the responses."""
+
+    def __init__(self, server: "HttpServer"):
+        self.server = server
+        self.loop = server.loop
+        self.transport: Optional[asyncio.Transport] = None
+        self.parser = httptools.HttpRequestParser(self)
+        self.url = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.head_size = 0
+        self.refusal: Optional[tuple[int, str]] = None  # a limit the head went past
+        self.parsing: Optional[_Cycle] = None  # the request being parsed
+        self.current: Optional[_Cycle] = None  # the request the app runs
+        self.queued: list[_Cycle] = []
+        self.reading = True
+        self.closed = False
+        self.drain_waiter: Optional[asyncio.Future[None]] = None
+        self.write_paused = False
+        self.idle_since: Optional[float] = None  # loop time; None while serving
+        self.client: Optional[tuple[str, int]] = None
+        self.local: Optional[tuple[str, int]] = None
+
+    # ---- asyncio.Protocol ----
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.server.connections.add(self)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        self.client = _address(transport.get_extra_info("peername"))
+        self.local = _address(transport.get_extra_info("sockname"))
+        self.idle_since = self.loop.time()
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        for cycle in (self.current, *self.queued):
+            if cycle is not None:
+                cycle.disconnected = True
+                cycle.wake()
+        if self.parsing is not None and self.parsing is not self.current:
+            self.parsing.disconnected = True
+        self.queued.clear()
+        self._wake_drain()
+
+    def data_received(self, data: bytes) -> None:
+        self.idle_since = None
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            # Not served (no websocket, no h2c): the request is answered over
+            # HTTP/1.1, then the connection closes.
+            if self.parsing is not None:
+                self.parsing.keep_alive = False
+            self.pause_reading()
+        except httptools.HttpParserError as e:
+            # A callback's exception reaches here wrapped: the head limit's is kept.
+            refusal = self.refusal or (400, f"Invalid HTTP request: {e}")
+            self._refuse(*refusal)
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self._wake_drain()
+
+    # ---- httptools callbacks ----
+
+    def on_message_begin(self) -> None:
+        self.url = b""
+        self.headers = []
+        self.head_size = 0
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+        self._count_head(len(url), 414, "URI Too Long")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name.lower(), value))
+        self._count_head(len(name) + len(value), 431, "Request Header Fields Too Large")
+
+    def on_headers_complete(self) -> None:
+        parser = self.parser
+        try:
+            parsed = httptools.parse_url(self.url)
+        except httptools.HttpParserInvalidURLError:
+            raise httptools.HttpParserError("invalid request target") from None
+        raw_path = parsed.path or b"/"
+        method = parser.get_method().decode("ascii")
+        version = parser.get_http_version()
+        headers = self.headers
+        expect = False
+        for name, value in headers:
+            if name == b"expect" and value.lower() == b"100-continue":
+                expect = version == "1.1"
+        scope = {
+            "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": version, "method": method, "scheme": "http",
+            "path": urllib.parse.unquote(raw_path.decode("latin-1")) if b"%" in raw_path
+            else raw_path.decode("latin-1"),
+            "raw_path": raw_path, "query_string": parsed.query or b"", "root_path": "",
+            "headers": headers, "client": self.client, "server": self.local,
+        }
+        keep_alive = parser.should_keep_alive() and not self.server.stopping
+        cycle = _Cycle(self, scope, keep_alive, expect)
+        self.parsing = cycle
+        if self.current is None:
+            self._run(cycle)
+        else:
+            self.queued.append(cycle)
+            self.pause_reading()  # one request ahead at most
+
+    def on_body(self, body: bytes) -> None:
+        cycle = self.parsing
+        if cycle is None or cycle.disconnected:
+            return
+        cycle.body.append(body)
+        cycle.buffered += len(body)
+        if cycle.buffered >= FLOW_LIMIT:
+            self.pause_reading()
+        cycle.wake()
+
+    def on_message_complete(self) -> None:
+        cycle = self.parsing
+        if cycle is not None:
+            cycle.complete = True
+            cycle.wake()
+
+    # ---- requests and responses ----
+
+    def _count_head(self, size: int, status: int, reason: str) -> None:
+        self.head_size += size
+        if self.head_size > MAX_HEAD:
+            self.refusal = (status, reason)
+            raise ValueError(reason)
+
+    def _run(self, cycle: _Cycle) -> None:
+        self.current = cycle
+        cycle.task = self.loop.create_task(self._serve(cycle))
+
+    async def _serve(self, cycle: _Cycle) -> None:
+        try:
+            await self.server.app(cycle.scope, cycle.receive, cycle.send)
+        except asyncio.CancelledError:
+            self._abandon(cycle, 503, "the server is stopping")
+            raise
+        except BaseException:
+            _log.exception("the ASGI app failed on %s %s", cycle.scope["method"],
+                           cycle.scope["path"])
+            self._abandon(cycle, 500, "Internal Server Error")
+        else:
+            if not cycle.finished:
+                self._abandon(cycle, 500, "Internal Server Error")
+
+    def _abandon(self, cycle: _Cycle, status: int, text: str) -> None:
+        """A response the app did not finish: an error if none was started,
+        else the connection closes (the client sees a cut response)."""
+        if cycle.finished or self.closed:
+            return
+        cycle.finished = True
+        if not cycle.started:
+            self.write(_plain_response(status, text))
+        self.close()
+
+    def response_done(self, cycle: _Cycle) -> None:
+        cycle.wake()  # a receive() waiting for the disconnect
+        if self.current is cycle:
+            self.current = None
+        if not cycle.keep_alive or self.server.stopping:
+            self.close()
+            return
+        if self.queued:
+            self._run(self.queued.pop(0))
+        if self.current is None:
+            self.idle_since = self.loop.time()
+        self.resume_reading()
+
+    def _refuse(self, status: int, text: str) -> None:
+        if self.current is None or self.current.finished:
+            self.write(_plain_response(status, text))
+        self.close()
+
+    # ---- transport ----
+
+    def write(self, data: bytes) -> None:
+        transport = self.transport
+        if transport is not None and not self.closed and not transport.is_closing():
+            transport.write(data)
+
+    def send(self, head: Optional[bytes], body: bytes) -> None:
+        """A response's head (None once sent) and body: one write, or
+        two buffers in one writev when the body is large."""
+        transport = self.transport
+        if transport is None or self.closed or transport.is_closing():
+            return
+        if head is None:
+            if body:
+                transport.write(body)
+        elif len(body) < COPY_LIMIT:
+            transport.write(head + body)
+        else:
+            transport.writelines((head, body))
+
+    async def drain(self) -> None:
+        while self.write_paused and not self.closed:
+            self.drain_waiter = self.loop.create_future()
+            try:
+                await self.drain_waiter
+            finally:
+                self.drain_waiter = None
+
+    def _wake_drain(self) -> None:
+        waiter = self.drain_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def pause_reading(self) -> None:
+        if self.reading and self.transport is not None and not self.closed:
+            self.reading = False
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if not self.reading and self.transport is not None and not self.closed \
+                and not self.queued:
+            self.reading = True
+            self.transport.resume_reading()
+
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def idle(self) -> bool:
+        return self.current is None and not self.queued
+
+    def task(self) -> Optional[asyncio.Task[None]]:
+        """The task running the app for this connection, if any."""
+        cycle = self.current
+        return cycle.task if cycle is not None and not cycle.finished else None
+
+
+def _address(value: Any) -> Optional[tuple[str, int]]:
+    if isinstance(value, tuple) and len(value) >= 2:
+        return str(value[0]), int(value[1])
+    return None
+
+
+class HttpServer:
+    """Serves an ASGI app (HTTP only, no lifespan) on a listening socket, on
+    the running event loop: ``await serve(ready)``; ``shutdown(timeout)``
+    from the same loop stops accepting, lets requests in flight finish
+    within ``timeout`` seconds, then ends the rest with 503 and closes every
+    connection."""
+
+    def __init__(self, app: Any, sock: socket.socket, keep_alive_s: float = KEEP_ALIVE_S):
+        self.app = app
+        self.sock = sock
+        self.keep_alive_s = keep_alive_s
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self.connections: set[_Connection] = set()
+        self.stopping = False
+        self._server: Optional[asyncio.AbstractServer] = None
+        self._done: Optional[asyncio.Event] = None
+        self._sweeper: Optional[asyncio.TimerHandle] = None
+
+    async def serve(self, ready: Callable[[Optional[BaseException]], None]) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._done = asyncio.Event()
+        self._server = await self.loop.create_server(lambda: _Connection(self), sock=self.sock,
+                                                     backlog=2048)
+        ready(None)
+        self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
+        try:
+            await self._done.wait()
+        finally:
+            if self._sweeper is not None:
+                self._sweeper.cancel()
+
+    def _sweep(self) -> None:
+        """Close the connections idle for longer than keep_alive_s (one
+        timer per server, not one per request)."""
+        limit = self.loop.time() - self.keep_alive_s
+        for conn in list(self.connections):
+            if conn.idle_since is not None and conn.idle_since < limit and conn.idle():
+                conn.close()
+        self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
+
+    def _tasks(self) -> list[asyncio.Task[None]]:
+        return [t for t in (conn.task() for conn in self.connections) if t is not None]
+
+    async def shutdown(self, timeout: float) -> None:
+        self.stopping = True
+        if self._server is not None:
+            self._server.close()
+        deadline = self.loop.time() + max(0.0, timeout)
+        while True:
+            for conn in list(self.connections):
+                if conn.idle():
+                    conn.close()
+            if not self._tasks() or self.loop.time() >= deadline:
+                break
+            await asyncio.sleep(0.01)
+        tasks = self._tasks()
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=1.0)
+        for conn in list(self.connections):
+            conn.close()
+        if self._done is not None:
+            self._done.set()
