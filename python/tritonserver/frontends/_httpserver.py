@@ -34,6 +34,7 @@ _log = logging.getLogger("tritonserver.frontends")
 _DISCONNECT = {"type": "http.disconnect"}
 _REASONS = {s.value: s.phrase.encode("latin-1") for s in http.HTTPStatus}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_ASGI = {"version": "3.0", "spec_version": "2.3"}  # shared by every scope
 
 
 def _status_line(status: int) -> bytes:
@@ -171,6 +172,7 @@ class _Connection(asyncio.Protocol):
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
         self.head_size = 0
+        self.expect: Optional[bytes] = None
         self.refusal: Optional[tuple[int, str]] = None  # a limit the head went past
         self.parsing: Optional[_Cycle] = None  # the request being parsed
         self.current: Optional[_Cycle] = None  # the request the app runs
@@ -238,37 +240,45 @@ class _Connection(asyncio.Protocol):
         self.url = b""
         self.headers = []
         self.head_size = 0
+        self.expect = None
 
     def on_url(self, url: bytes) -> None:
         self.url += url
-        self._count_head(len(url), 414, "URI Too Long")
+        if len(self.url) > MAX_HEAD:
+            self._too_large(414, "URI Too Long")
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name.lower(), value))
-        self._count_head(len(name) + len(value), 431, "Request Header Fields Too Large")
+        # Called once per header: kept short, it is on every request's path.
+        self.head_size += len(name) + len(value)
+        if self.head_size > MAX_HEAD:
+            self._too_large(431, "Request Header Fields Too Large")
+        name = name.lower()
+        if name == b"expect":
+            self.expect = value
+        self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         parser = self.parser
-        try:
-            parsed = httptools.parse_url(self.url)
-        except httptools.HttpParserInvalidURLError:
-            raise httptools.HttpParserError("invalid request target") from None
-        raw_path = parsed.path or b"/"
-        method = parser.get_method().decode("ascii")
+        url = self.url
+        if url[:1] == b"/" and b"?" not in url and b"#" not in url:
+            raw_path, query = url, b""  # the usual target: a plain path
+        else:
+            try:
+                parsed = httptools.parse_url(url)
+            except httptools.HttpParserInvalidURLError:
+                raise httptools.HttpParserError("invalid request target") from None
+            raw_path, query = parsed.path or b"/", parsed.query or b""
         version = parser.get_http_version()
-        headers = self.headers
-        expect = False
-        for name, value in headers:
-            if name == b"expect" and value.lower() == b"100-continue":
-                expect = version == "1.1"
+        path = raw_path.decode("latin-1")
         scope = {
-            "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
-            "http_version": version, "method": method, "scheme": "http",
-            "path": urllib.parse.unquote(raw_path.decode("latin-1")) if b"%" in raw_path
-            else raw_path.decode("latin-1"),
-            "raw_path": raw_path, "query_string": parsed.query or b"", "root_path": "",
-            "headers": headers, "client": self.client, "server": self.local,
+            "type": "http", "asgi": _ASGI, "http_version": version,
+            "method": parser.get_method().decode("ascii"), "scheme": "http",
+            "path": urllib.parse.unquote(path) if "%" in path else path,
+            "raw_path": raw_path, "query_string": query, "root_path": "",
+            "headers": self.headers, "client": self.client, "server": self.local,
         }
+        expect = self.expect is not None and self.expect.lower() == b"100-continue" \
+            and version == "1.1"
         keep_alive = parser.should_keep_alive() and not self.server.stopping
         cycle = _Cycle(self, scope, keep_alive, expect)
         self.parsing = cycle
@@ -296,11 +306,9 @@ class _Connection(asyncio.Protocol):
 
     # ---- requests and responses ----
 
-    def _count_head(self, size: int, status: int, reason: str) -> None:
-        self.head_size += size
-        if self.head_size > MAX_HEAD:
-            self.refusal = (status, reason)
-            raise ValueError(reason)
+    def _too_large(self, status: int, reason: str) -> None:
+        self.refusal = (status, reason)
+        raise ValueError(reason)  # stops the parser; data_received answers
 
     def _run(self, cycle: _Cycle) -> None:
         self.current = cycle
