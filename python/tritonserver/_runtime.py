@@ -100,34 +100,44 @@ def _python_refusal(name: str, reason: str) -> str:
             "backend: \"python\" to backend: \"inprocess\" in its config.pbtxt (docs/inprocess.md)")
 
 
-_PYTHON_BACKEND = re.compile(r'^\s*backend\s*:\s*"python"', re.MULTILINE)
+_NAMED = re.compile(r'^\s*(backend|platform)\s*:\s*"([^"]*)"', re.MULTILINE)
+
+
+def _runs_on_python_backend(backend: Any, platform: Any, has_model_py: bool) -> bool:
+    """The core's choice: the backend the config names; with none (and no
+    platform), the python backend when the model has a model.py."""
+    if backend or platform:
+        return bool(backend == "python")
+    return has_model_py
 
 
 def _is_python_model(options: Any, name: str, parameters: "dict[str, Any] | None" = None) -> bool:
     parameters = parameters or {}
     config = parameters.get("config")
-    if isinstance(config, str):
+    if isinstance(config, str):  # the load call's config replaces the repository's
         try:
             settings = json.loads(config)
         except ValueError:
             return False  # the core refuses the load and says why
         if not isinstance(settings, dict):
             return False
-        if settings.get("backend") or settings.get("platform"):
-            return settings.get("backend") == "python"
-        # No backend named: the core picks the python backend for a model.py.
-        return any(isinstance(k, str) and k.startswith("file:") and k.endswith("/model.py")
-                   for k in parameters)
+        return _runs_on_python_backend(
+            settings.get("backend"), settings.get("platform"),
+            any(isinstance(k, str) and k.startswith("file:") and k.endswith("/model.py")
+                for k in parameters))
     for repo in options._repositories():
         folder = os.path.join(repo, name)
+        if not os.path.isdir(folder):
+            continue
+        has_model_py = any(os.path.isfile(os.path.join(folder, v, "model.py"))
+                           for v in os.listdir(folder) if os.path.isdir(os.path.join(folder, v)))
+        named: dict[str, str] = {}
         config = os.path.join(folder, "config.pbtxt")
         if os.path.isfile(config):
             with open(config, encoding="utf-8", errors="replace") as f:
-                if _PYTHON_BACKEND.search(f.read()):
-                    return True
-        elif os.path.isdir(folder) and any(
-                os.path.isfile(os.path.join(folder, v, "model.py")) for v in os.listdir(folder)
-                if os.path.isdir(os.path.join(folder, v))):
+                for field, value in _NAMED.findall(f.read()):
+                    named.setdefault(field, value)
+        if _runs_on_python_backend(named.get("backend"), named.get("platform"), has_model_py):
             return True
     return False
 

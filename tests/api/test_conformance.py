@@ -285,3 +285,33 @@ def test_python_backend_refusal_says_how_to_run_in_process(monkeypatch):
         assert server.live()
     finally:
         stop_within(server)
+
+
+def test_python_backend_refusal_reads_the_repository_as_the_core_does(monkeypatch, tmp_path):
+    """On disk, as in a load call: a config.pbtxt naming no backend and no
+    platform, beside a model.py, runs on the python backend (the core fills
+    the backend in), so it is refused too; one naming another backend is not."""
+    from tritonserver import _runtime
+    from tritonserver._core.stub_env import StubEnv
+
+    io = ('input [{ name: "X" data_type: TYPE_FP32 dims: [-1] }]\n'
+          'output [{ name: "Y" data_type: TYPE_FP32 dims: [-1] }]\n')
+    for name, header in (("unnamed", ""), ("named", 'backend: "python"\n'),
+                         ("other", 'backend: "identity"\n')):
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
+        (tmp_path / name / "config.pbtxt").write_text(header + io)
+    options = tritonserver.Options(model_repository=str(tmp_path))
+    assert [_runtime._is_python_model(options, n) for n in ("unnamed", "named", "other")] == \
+        [True, True, False]
+    refusal = StubEnv(False, reason="python backend models are disabled: numpy 2.")
+    monkeypatch.setattr(_runtime, "_stub_environment", lambda core: refusal)
+    server = start_server(model_repository=str(tmp_path),
+                          model_control_mode=tritonserver.ModelControlMode.EXPLICIT)
+    try:
+        for name in ("unnamed", "named"):
+            with pytest.raises(tritonserver.UnsupportedError, match="inprocess"):
+                server.load(name)
+        assert server.live()
+    finally:
+        stop_within(server)
