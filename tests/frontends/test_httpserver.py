@@ -182,13 +182,15 @@ def test_failing_apps_get_500_and_the_server_goes_on():
         assert served.stop()
 
 
-def test_idle_connections_are_closed_and_stop_ends_slow_requests():
+def test_idle_and_stalled_connections_are_closed_and_stop_ends_slow_requests():
     started = threading.Event()
 
     async def app(scope, receive, send):
         if scope["path"] == "/slow":
             started.set()
             await asyncio.sleep(60)
+        while (await receive()).get("more_body"):
+            pass
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"ok"})
 
@@ -202,6 +204,16 @@ def test_idle_connections_are_closed_and_stop_ends_slow_requests():
             start = time.monotonic()
             assert s.recv(1) == b""  # closed by the server once idle
             assert time.monotonic() - start < 5
+        # A client that stops inside a request's head, or inside a body the
+        # app is waiting for, is closed the same way.
+        for stall in (b"GET /ok HTTP/1.1\r\nHost: x\r\nX-Half: ",
+                      b"POST /ok HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc"):
+            with socket.create_connection(("127.0.0.1", served.port)) as s:
+                s.sendall(stall)
+                s.settimeout(10)
+                start = time.monotonic()
+                assert s.recv(65536) == b""
+                assert time.monotonic() - start < 5
         outcome: list = []
 
         def slow() -> None:

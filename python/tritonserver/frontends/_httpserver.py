@@ -27,7 +27,7 @@ import httptools
 FLOW_LIMIT = 1 << 20  # body bytes buffered before reading pauses
 MAX_HEAD = 64 << 10  # request line and headers, in bytes
 COPY_LIMIT = 64 << 10  # bodies smaller than this are joined to their head
-KEEP_ALIVE_S = 75.0  # an idle connection is closed after this long
+KEEP_ALIVE_S = 75.0  # a connection waiting this long on its client is closed
 SWEEP_S = 1.0  # how often idle connections are looked for
 
 _log = logging.getLogger("tritonserver.frontends")
@@ -181,7 +181,7 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.drain_waiter: Optional[asyncio.Future[None]] = None
         self.write_paused = False
-        self.idle_since: Optional[float] = None  # loop time; None while serving
+        self.last_active = 0.0  # loop time of the last bytes in or response out
         self.client: Optional[tuple[str, int]] = None
         self.local: Optional[tuple[str, int]] = None
 
@@ -198,7 +198,7 @@ class _Connection(asyncio.Protocol):
                 pass
         self.client = _address(transport.get_extra_info("peername"))
         self.local = _address(transport.get_extra_info("sockname"))
-        self.idle_since = self.loop.time()
+        self.last_active = self.loop.time()
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self.closed = True
@@ -213,7 +213,7 @@ class _Connection(asyncio.Protocol):
         self._wake_drain()
 
     def data_received(self, data: bytes) -> None:
-        self.idle_since = None
+        self.last_active = self.loop.time()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -347,8 +347,7 @@ class _Connection(asyncio.Protocol):
             return
         if self.queued:
             self._run(self.queued.pop(0))
-        if self.current is None:
-            self.idle_since = self.loop.time()
+        self.last_active = self.loop.time()
         self.resume_reading()
 
     def _refuse(self, status: int, text: str) -> None:
@@ -408,6 +407,12 @@ class _Connection(asyncio.Protocol):
     def idle(self) -> bool:
         return self.current is None and not self.queued
 
+    def stalled(self) -> bool:
+        """Waiting on the client: between requests, inside a request's head,
+        or for a body the app asked for (not while the app works)."""
+        cycle = self.current
+        return cycle is None or (cycle.waiter is not None and not cycle.complete)
+
     def task(self) -> Optional[asyncio.Task[None]]:
         """The task running the app for this connection, if any."""
         cycle = self.current
@@ -452,11 +457,12 @@ class HttpServer:
                 self._sweeper.cancel()
 
     def _sweep(self) -> None:
-        """Close the connections idle for longer than keep_alive_s (one
-        timer per server, not one per request)."""
+        """Close the connections that have waited on their client for longer
+        than keep_alive_s: idle ones, and ones sending a head or body too
+        slowly (one timer per server, not one per request)."""
         limit = self.loop.time() - self.keep_alive_s
         for conn in list(self.connections):
-            if conn.idle_since is not None and conn.idle_since < limit and conn.idle():
+            if conn.last_active < limit and conn.stalled():
                 conn.close()
         self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
 
