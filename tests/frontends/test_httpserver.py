@@ -246,3 +246,152 @@ def test_large_binary_body_round_trip(endpoints: Endpoints):
     assert status == 200
     length = int(headers["inference-header-content-length"])
     assert np.array_equal(np.frombuffer(data[length:], np.float32), x)
+
+
+# ---- Misbehaving clients and apps (each a bug found in review) -------------------------------
+
+
+def _answer(status: int, body: bytes = b"", extra: list | None = None, more: bool = False):
+    async def app(scope, receive, send):
+        headers = [(b"content-length", b"%d" % len(body))] if not more else []
+        await send({"type": "http.response.start", "status": status,
+                    "headers": headers + (extra or [])})
+        await send({"type": "http.response.body", "body": body, "more_body": more})
+        if more:
+            await send({"type": "http.response.body", "body": b""})
+    return app
+
+
+def test_a_body_answered_unread_is_dropped_and_the_connection_goes_on():
+    served = _Served(_answer(404, b"no"))
+    try:
+        with socket.create_connection(("127.0.0.1", served.port)) as s:
+            body = b"x" * (3 << 20)  # more than is ever read ahead
+            s.sendall(b"POST /nope HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                      % (len(body), body))
+            s.sendall(b"GET /again HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert [r[0] for r in read_responses(s, 2)] == [404, 404]
+    finally:
+        assert served.stop()
+
+
+def test_a_refusal_with_close_reaches_a_client_still_uploading():
+    """An answer that closes (a 413, say) while the body is still coming:
+    the rest is read and dropped, so the client gets the answer, not a reset."""
+    import http.client
+
+    served = _Served(_answer(413, b"big", [(b"connection", b"close")]))
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
+        conn.request("POST", "/infer", body=b"z" * (20 << 20))
+        response = conn.getresponse()
+        assert (response.status, response.read()) == (413, b"big")
+        conn.close()
+    finally:
+        assert served.stop()
+
+
+def test_one_endless_header_is_refused():
+    served = _Served(_answer(200, b"ok"))
+    try:
+        with socket.create_connection(("127.0.0.1", served.port)) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: ")
+            sent = 0
+            try:
+                for _ in range(64):  # 64 MiB, if the server kept taking it
+                    s.sendall(b"v" * (1 << 20))
+                    sent += 1
+            except OSError:
+                pass
+            assert sent < 8, f"{sent} MiB of one header taken"
+    finally:
+        assert served.stop()
+
+
+def test_a_bad_request_after_a_good_one_is_answered_after_it():
+    async def app(scope, receive, send):
+        await asyncio.sleep(0.2)
+        await _answer(200, b"ok")(scope, receive, send)
+
+    served = _Served(app)
+    try:
+        reply = support.raw_exchange(served.port, b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"
+                                                   b"GARBAGE\r\n\r\n")
+        first, _, rest = reply.partition(b"ok")
+        assert support.parse_response(first + b"ok")[0] == 200, reply
+        assert support.parse_response(rest)[0] == 400, reply
+    finally:
+        assert served.stop()
+
+
+def test_framing_for_http10_streams_and_204():
+    served = _Served(_answer(200, b"abc", more=True))
+    try:
+        reply = support.raw_exchange(served.port, b"GET / HTTP/1.0\r\n\r\n")
+        status, headers, body = support.parse_response(reply)
+        assert status == 200 and "transfer-encoding" not in headers and body == b"abc", reply
+        assert headers["connection"] == "close"
+    finally:
+        assert served.stop()
+    served = _Served(_answer(204))
+    try:
+        with socket.create_connection(("127.0.0.1", served.port)) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * 2)
+            s.settimeout(10)
+            time.sleep(0.3)
+            reply = s.recv(65536)
+        assert reply == b"HTTP/1.1 204 No Content\r\n\r\n" * 2, reply
+    finally:
+        assert served.stop()
+
+
+def test_every_waiting_receive_hears_the_disconnect():
+    heard: list = []
+
+    async def app(scope, receive, send):
+        await receive()  # the (empty) body
+        a, b = asyncio.ensure_future(receive()), asyncio.ensure_future(receive())
+        done, _ = await asyncio.wait({a, b}, timeout=10)
+        heard.append(sorted(t.result()["type"] for t in done))
+
+    served = _Served(app)
+    try:
+        with socket.create_connection(("127.0.0.1", served.port)) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            time.sleep(0.3)
+        support.wait_until(lambda: heard, what="the app's receives")
+        assert heard == [["http.disconnect", "http.disconnect"]]
+    finally:
+        assert served.stop()
+
+
+def test_clients_that_do_not_read_are_bounded_and_dropped():
+    """Pipelined requests from a client that reads nothing are not answered
+    ahead into an ever larger buffer; a stream to such a client, and the
+    connection, end after the keep-alive time."""
+    big = b"y" * (1 << 20)
+    served = _Served(_answer(200, big), keep_alive_s=1.0)
+    try:
+        with socket.create_connection(("127.0.0.1", served.port)) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.settimeout(2)
+            try:
+                for _ in range(200):
+                    s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            except OSError:
+                pass
+            time.sleep(1.0)
+            buffered = [c.transport.get_write_buffer_size() for c in served.server.connections]
+            assert all(size < 8 * len(big) for size in buffered), buffered
+            support.wait_until(lambda: not served.server.connections, timeout=15,
+                               what="the non-reading connection to be dropped")
+    finally:
+        assert served.stop()
+    served = _Served(_answer(200, b"z" * (8 << 20), more=True), keep_alive_s=1.0)
+    try:
+        with socket.create_connection(("127.0.0.1", served.port)) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            support.wait_until(lambda: not served.server.connections, timeout=15,
+                               what="the stalled stream to be dropped")
+    finally:
+        assert served.stop()

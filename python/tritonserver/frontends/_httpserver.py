@@ -29,6 +29,9 @@ MAX_HEAD = 64 << 10  # request line and headers, in bytes
 COPY_LIMIT = 64 << 10  # bodies smaller than this are joined to their head
 KEEP_ALIVE_S = 75.0  # a connection waiting this long on its client is closed
 SWEEP_S = 1.0  # how often idle connections are looked for
+LINGER_S = 2.0  # after a response that closes, unread request bytes are drained this long
+LINGER_BYTES = 64 << 20  # ... up to this many
+_NO_BODY = frozenset({204, 304})  # statuses whose responses have no body and no framing
 
 _log = logging.getLogger("tritonserver.frontends")
 _DISCONNECT = {"type": "http.disconnect"}
@@ -51,9 +54,9 @@ def _plain_response(status: int, text: str, close: bool = True) -> bytes:
 class _Cycle:
     """One request and its response."""
 
-    __slots__ = ("conn", "scope", "body", "buffered", "complete", "delivered", "waiter",
+    __slots__ = ("conn", "scope", "body", "buffered", "complete", "delivered", "waiters",
                  "expect_continue", "keep_alive", "head", "chunked", "started", "finished",
-                 "disconnected", "is_head", "task")
+                 "disconnected", "is_head", "no_body", "task")
 
     def __init__(self, conn: "_Connection", scope: dict[str, Any], keep_alive: bool,
                  expect_continue: bool):
@@ -63,21 +66,22 @@ class _Cycle:
         self.buffered = 0
         self.complete = False  # the whole body has been parsed
         self.delivered = False  # ... and handed to the app
-        self.waiter: Optional[asyncio.Future[None]] = None
+        self.waiters: list[asyncio.Future[None]] = []  # receive() calls waiting
         self.expect_continue = expect_continue
         self.keep_alive = keep_alive
         self.head: Optional[bytes] = None  # the response head, sent with the first body
-        self.chunked: Optional[bool] = False
+        self.chunked: Optional[bool] = False  # None: decided by the first body message
         self.started = False
         self.finished = False
         self.disconnected = False
         self.is_head = scope["method"] == "HEAD"
+        self.no_body = self.is_head
         self.task: Optional[asyncio.Task[None]] = None
 
     def wake(self) -> None:
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        for waiter in self.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def receive(self) -> dict[str, Any]:
         while not (self.body or (self.complete and not self.delivered) or self.disconnected
@@ -86,11 +90,12 @@ class _Cycle:
                 self.expect_continue = False
                 self.conn.write(_CONTINUE)
             self.conn.resume_reading()
-            self.waiter = self.conn.loop.create_future()
+            waiter = self.conn.loop.create_future()
+            self.waiters.append(waiter)
             try:
-                await self.waiter
+                await waiter
             finally:
-                self.waiter = None
+                self.waiters.remove(waiter)
         if self.disconnected or self.finished:
             return _DISCONNECT
         body = self.body
@@ -117,21 +122,30 @@ class _Cycle:
         if self.disconnected:
             if not more:
                 self.finished = True
+                self.conn.response_done(self)
             return
         head = self.head
         if head is not None:
             self.head = None
             if self.chunked is None:  # no length given: known now, or streamed
-                self.chunked = more
-                head += b"transfer-encoding: chunked\r\n" if more else \
-                    b"content-length: %d\r\n" % len(body)
+                if not more:
+                    self.chunked = False
+                    head += b"content-length: %d\r\n" % len(body)
+                elif self.scope["http_version"] == "1.1":
+                    self.chunked = True
+                    head += b"transfer-encoding: chunked\r\n"
+                else:  # an HTTP/1.0 client: the end of the body is the end of the connection
+                    self.chunked = False
+                    if self.keep_alive:
+                        self.keep_alive = False
+                        head += b"connection: close\r\n"
             head += b"\r\n"
-        if self.is_head:
+        if self.no_body:
             body = b""
         elif self.chunked and body:
             body = b"%x\r\n%s\r\n" % (len(body), body)
         if not more:
-            if self.chunked and not self.is_head:
+            if self.chunked and not self.no_body:
                 body += b"0\r\n\r\n"
             self.finished = True
         self.conn.send(head, body)
@@ -142,12 +156,18 @@ class _Cycle:
 
     def _start(self, status: int, headers: Any) -> None:
         self.started = True
+        if self.expect_continue:
+            # The client was never told to send its body: it may or may not.
+            self.keep_alive = False
         parts = [_status_line(status)]
-        length = False
+        framed = status in _NO_BODY  # these carry neither length nor chunks
+        self.no_body = self.no_body or framed
         for name, value in headers:
             lower = name.lower()
             if lower == b"content-length":
-                length = True
+                framed = True
+                if status in _NO_BODY:
+                    continue
             elif lower == b"connection" and value.lower() == b"close":
                 self.keep_alive = False
                 continue  # written below
@@ -157,7 +177,7 @@ class _Cycle:
         if not self.keep_alive:
             parts.append(b"connection: close\r\n")
         self.head = b"".join(parts)
-        self.chunked = False if length else None
+        self.chunked = False if framed else None
 
 
 class _Connection(asyncio.Protocol):
@@ -171,17 +191,23 @@ class _Connection(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
-        self.head_size = 0
+        self.head_size = 0  # bytes of the request line and headers parsed so far
+        self.head_raw = 0  # bytes received while inside one head (a header in progress too)
+        self.in_head = False
+        self.head_started = 0.0  # loop time the head began
+        self.messages = 0  # requests begun on this connection
         self.expect: Optional[bytes] = None
         self.refusal: Optional[tuple[int, str]] = None  # a limit the head went past
+        self.refused: Optional[bytes] = None  # the error answer, after what is in flight
         self.parsing: Optional[_Cycle] = None  # the request being parsed
         self.current: Optional[_Cycle] = None  # the request the app runs
         self.queued: list[_Cycle] = []
         self.reading = True
         self.closed = False
+        self.lingering = -1  # bytes drained since a closing answer; -1: not closing
         self.drain_waiter: Optional[asyncio.Future[None]] = None
         self.write_paused = False
-        self.last_active = 0.0  # loop time of the last bytes in or response out
+        self.last_active = 0.0  # loop time of the last bytes in or out
         self.client: Optional[tuple[str, int]] = None
         self.local: Optional[tuple[str, int]] = None
 
@@ -203,17 +229,21 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self.closed = True
         self.server.connections.discard(self)
-        for cycle in (self.current, *self.queued):
+        for cycle in (self.current, self.parsing, *self.queued):
             if cycle is not None:
                 cycle.disconnected = True
                 cycle.wake()
-        if self.parsing is not None and self.parsing is not self.current:
-            self.parsing.disconnected = True
         self.queued.clear()
         self._wake_drain()
 
     def data_received(self, data: bytes) -> None:
         self.last_active = self.loop.time()
+        if self.lingering >= 0:
+            self._linger(len(data))
+            return
+        if self.refused is not None:
+            return  # the parser stopped at a bad request; its answer is pending
+        begun = self.messages
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -222,21 +252,35 @@ class _Connection(asyncio.Protocol):
             if self.parsing is not None:
                 self.parsing.keep_alive = False
             self.pause_reading()
+            return
         except httptools.HttpParserError as e:
             # A callback's exception reaches here wrapped: the head limit's is kept.
-            refusal = self.refusal or (400, f"Invalid HTTP request: {e}")
-            self._refuse(*refusal)
+            self._refuse(*(self.refusal or (400, f"Invalid HTTP request: {e}")))
+            return
+        if self.in_head and begun == self.messages:
+            # httptools hands a header over only once it is whole: count what
+            # arrives meanwhile, so one endless header is refused too.
+            self.head_raw += len(data)
+            if self.head_raw > MAX_HEAD:
+                self._refuse(431, "Request Header Fields Too Large")
 
     def pause_writing(self) -> None:
         self.write_paused = True
 
     def resume_writing(self) -> None:
         self.write_paused = False
+        self.last_active = self.loop.time()
         self._wake_drain()
+        if self.current is None:
+            self._next()  # what waited for the client to read
 
     # ---- httptools callbacks ----
 
     def on_message_begin(self) -> None:
+        self.messages += 1
+        self.in_head = True
+        self.head_started = self.loop.time()
+        self.head_raw = 0
         self.url = b""
         self.headers = []
         self.head_size = 0
@@ -249,7 +293,7 @@ class _Connection(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         # Called once per header: kept short, it is on every request's path.
-        self.head_size += len(name) + len(value)
+        self.head_size += len(name) + len(value) + 4
         if self.head_size > MAX_HEAD:
             self._too_large(431, "Request Header Fields Too Large")
         name = name.lower()
@@ -258,6 +302,7 @@ class _Connection(asyncio.Protocol):
         self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
+        self.in_head = False
         parser = self.parser
         url = self.url
         if url[:1] == b"/" and b"?" not in url and b"#" not in url:
@@ -282,7 +327,7 @@ class _Connection(asyncio.Protocol):
         keep_alive = parser.should_keep_alive() and not self.server.stopping
         cycle = _Cycle(self, scope, keep_alive, expect)
         self.parsing = cycle
-        if self.current is None:
+        if self.current is None and not self.write_paused:
             self._run(cycle)
         else:
             self.queued.append(cycle)
@@ -290,8 +335,8 @@ class _Connection(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         cycle = self.parsing
-        if cycle is None or cycle.disconnected:
-            return
+        if cycle is None or cycle.disconnected or cycle.finished:
+            return  # answered without reading it: the rest is dropped as it comes
         cycle.body.append(body)
         cycle.buffered += len(body)
         if cycle.buffered >= FLOW_LIMIT:
@@ -335,25 +380,70 @@ class _Connection(asyncio.Protocol):
             return
         cycle.finished = True
         if not cycle.started:
-            self.write(_plain_response(status, text))
-        self.close()
+            self.write(self.refused or _plain_response(status, text))
+            self.close_after_response(cycle)
+        else:
+            self.abort()
 
     def response_done(self, cycle: _Cycle) -> None:
         cycle.wake()  # a receive() waiting for the disconnect
         if self.current is cycle:
             self.current = None
+        self.last_active = self.loop.time()
         if not cycle.keep_alive or self.server.stopping:
-            self.close()
+            self.close_after_response(cycle)
+        elif not self.write_paused:  # else resume_writing goes on once the client reads
+            self._next()
+
+    def _next(self) -> None:
+        """After a response: the next pipelined request, or the pending
+        refusal of a bad one, or more reading."""
+        if self.closed or self.current is not None:
             return
         if self.queued:
             self._run(self.queued.pop(0))
-        self.last_active = self.loop.time()
+            if not self.queued:
+                self.resume_reading()
+            return
+        if self.refused is not None:
+            self.write(self.refused)
+            self.close()
+            return
         self.resume_reading()
 
+    def close_after_response(self, cycle: _Cycle) -> None:
+        """Close once the answer is out. Request bytes still coming (a body
+        answered without being read: a 413, say) are read and dropped for a
+        while first: closing on unread data would reset the connection, and
+        the client could lose the answer."""
+        if cycle.complete or cycle.disconnected or self.transport is None or self.closed:
+            self.close()
+            return
+        self.lingering = 0
+        self.resume_reading()
+        transport = self.transport
+        if transport.can_write_eof():
+            transport.write_eof()
+        self.loop.call_later(LINGER_S, self.close)
+
+    def _linger(self, size: int) -> None:
+        self.lingering += size
+        if self.lingering > LINGER_BYTES:
+            self.close()
+
     def _refuse(self, status: int, text: str) -> None:
-        if self.current is None or self.current.finished:
-            self.write(_plain_response(status, text))
-        self.close()
+        """A request the parser refused: answered once the requests before
+        it are, then the connection closes."""
+        self.refused = _plain_response(status, text)
+        self.pause_reading()
+        cycle = self.parsing
+        if cycle is not None and not cycle.complete:  # its body will not come
+            cycle.keep_alive = False
+            cycle.disconnected = True
+            cycle.wake()
+        if self.current is None and not self.queued:
+            self.write(self.refused)
+            self.close()
 
     # ---- transport ----
 
@@ -396,7 +486,7 @@ class _Connection(asyncio.Protocol):
 
     def resume_reading(self) -> None:
         if not self.reading and self.transport is not None and not self.closed \
-                and not self.queued:
+                and not self.queued and (self.refused is None or self.lingering >= 0):
             self.reading = True
             self.transport.resume_reading()
 
@@ -404,14 +494,28 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
+    def abort(self) -> None:
+        """Close now, dropping what is not yet written."""
+        if self.transport is not None and not self.closed:
+            self.transport.abort()
+
     def idle(self) -> bool:
         return self.current is None and not self.queued
 
-    def stalled(self) -> bool:
-        """Waiting on the client: between requests, inside a request's head,
-        or for a body the app asked for (not while the app works)."""
+    def stalled(self, since: float) -> bool:
+        """Waiting on the client since before ``since`` (loop time): between
+        requests, for a head or a body the app asked for, for the client to
+        read what was written, or inside one head for too long (however
+        slowly its bytes come). Not while the app works."""
+        if self.in_head and self.head_started < since:
+            return True
+        if self.last_active >= since:
+            return False
         cycle = self.current
-        return cycle is None or (cycle.waiter is not None and not cycle.complete)
+        transport = self.transport
+        return (cycle is None or (bool(cycle.waiters) and not cycle.complete)
+                or self.drain_waiter is not None or self.write_paused
+                or (transport is not None and transport.is_closing()))
 
     def task(self) -> Optional[asyncio.Task[None]]:
         """The task running the app for this connection, if any."""
@@ -460,10 +564,10 @@ class HttpServer:
         """Close the connections that have waited on their client for longer
         than keep_alive_s: idle ones, and ones sending a head or body too
         slowly (one timer per server, not one per request)."""
-        limit = self.loop.time() - self.keep_alive_s
+        since = self.loop.time() - self.keep_alive_s
         for conn in list(self.connections):
-            if conn.last_active < limit and conn.stalled():
-                conn.close()
+            if conn.stalled(since):
+                conn.abort()
         self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
 
     def _tasks(self) -> list[asyncio.Task[None]]:
