@@ -142,6 +142,11 @@ def fill(command: Any, **values: str) -> str:
 def make_venv(python: str, path: str, *packages: str) -> str:
     run([python, "-m", "venv", path], step=f"creating the virtual environment {path}")
     venv_python = os.path.join(path, "bin", "python")
+    # The pip a venv starts with is the one bundled with that Python (23.0 on 3.9), whose
+    # resolver backtracks for many minutes over the test extra (ray, onnx, scikit-learn...);
+    # a current pip resolves it in seconds, as cibuildwheel's environments do.
+    run([venv_python, "-m", "pip", "install", "-q", "--upgrade", "pip"], env=clean_env(path),
+        step="upgrading pip")
     if packages:
         run([venv_python, "-m", "pip", "install", "-q", *packages], env=clean_env(path),
             step=f"installing {' '.join(packages)}")
