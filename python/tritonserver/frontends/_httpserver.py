@@ -9,8 +9,10 @@ keep-alive and pipelining, Content-Length and chunked request bodies, read
 as the app asks for them (a body is never read ahead past FLOW_LIMIT bytes,
 so an oversized request is refused before it is read), ``Expect:
 100-continue``, chunked (streamed) responses, HEAD, bounded request heads,
-an idle timeout, and a graceful stop that lets requests in flight finish
-within a bound.
+a time limit on clients that stall (idle, slow to send, or not reading),
+a close that drains what the client is still sending (so it reads the
+answer), and a graceful stop that lets requests in flight finish within a
+bound.
 """
 
 from __future__ import annotations
