@@ -46,11 +46,11 @@ def _status_line(status: int) -> bytes:
     return b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))
 
 
-def _plain_response(status: int, text: str, close: bool = True) -> bytes:
+def _plain_response(status: int, text: str) -> bytes:
+    """A text answer after which the connection closes (every caller closes it)."""
     body = text.encode()
     return (_status_line(status) + b"content-type: text/plain; charset=utf-8\r\n"
-            b"content-length: %d\r\n%s\r\n" % (len(body), b"connection: close\r\n" if close
-                                               else b"") + body)
+            b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body) + body)
 
 
 class _Cycle:
