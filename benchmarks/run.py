@@ -32,6 +32,7 @@ sys.path.insert(0, HERE)
 
 from tsbench import clientenv, machine, native, report  # noqa: E402
 from tsbench.procs import BenchError, loopback_only, note, run_logged  # noqa: E402
+from tsbench.echo_server import EchoServer  # noqa: E402
 from tsbench.serve_server import ServeServer  # noqa: E402
 from tsbench.server_exe import ExecutableServer  # noqa: E402
 
@@ -137,6 +138,7 @@ class Run:
         self.extra: dict = {}
         self.server = None
         self.serve = None
+        self.echo = None
         self.driver = None
         self.client_python = None
         self.tritonclient_version = None
@@ -164,7 +166,8 @@ class Run:
         if "c-api" in self.args.systems:
             self.driver = native.build_driver(self.core.library, self.args.build_dir,
                                               self.args.venv, self.setup_log)
-        network = [s for s in self.args.systems if s.startswith(("tritonclient-", "serve-"))]
+        network = [s for s in self.args.systems
+                   if s.startswith(("tritonclient-", "serve-", "echo-"))]
         if network:
             self.client_python, self.tritonclient_version = clientenv.client_python(
                 self.args.venv, self.args.client_python, self.setup_log)
@@ -179,6 +182,9 @@ class Run:
         if any(s.startswith("serve-") for s in self.args.systems):
             self.serve = ServeServer(self.repository, self.log("tritonserver-serve"))
             self.serve.start()
+        if any(s.startswith("echo-") for s in self.args.systems):
+            self.echo = EchoServer(self.log("echo-server"))
+            self.echo.start()
 
     def close(self) -> None:
         if self.server is not None:
@@ -187,6 +193,9 @@ class Run:
         if self.serve is not None:
             self.serve.stop()
             self.serve = None
+        if self.echo is not None:
+            self.echo.stop()
+            self.echo = None
 
     # ---- Measuring ----------------------------------------------------------------
 
@@ -205,7 +214,8 @@ class Run:
             return [sys.executable, PYAPI_WORKER, "--model-repository", self.repository] + loop, \
                 dict(os.environ)
         protocol = system.split("-", 1)[1]
-        target = self.serve if system.startswith("serve-") else self.server
+        target = {"serve": self.serve, "echo": self.echo}.get(system.split("-", 1)[0],
+                                                              self.server)
         url = target.http_url if protocol == "http" else target.grpc_url
         env = loopback_only({k: v for k, v in os.environ.items()
                              if k not in ("PYTHONPATH", "PYTHONHOME")})

@@ -8,11 +8,14 @@ import statistics
 from typing import Optional
 
 SYSTEMS = ("c-api", "python-api", "tritonclient-http", "tritonclient-grpc", "serve-http",
-           "serve-grpc")
+           "serve-grpc", "echo-http", "echo-grpc")
 # Our frontends (`python -m tritonserver serve`) against Triton's C++ ones,
-# through the same client: (ours, theirs, protocol).
+# through the same client: (ours, theirs, key). The echo servers' rows are
+# the ceiling of the libraries under our frontends (tsbench/echo_server.py).
 FRONTEND_PAIRS = (("serve-http", "tritonclient-http", "http"),
-                  ("serve-grpc", "tritonclient-grpc", "grpc"))
+                  ("serve-grpc", "tritonclient-grpc", "grpc"),
+                  ("echo-http", "tritonclient-http", "http-echo"),
+                  ("echo-grpc", "tritonclient-grpc", "grpc-echo"))
 WORKLOADS = ("sync", "async64", "large16MiB", "threads4")
 OURS = "python-api"
 CEILING = "c-api"
@@ -30,6 +33,8 @@ SYSTEM_LABELS = {
     "tritonclient-grpc": "tritonclient gRPC -> tritonserver executable",
     "serve-http": "tritonclient HTTP -> our frontend (python -m tritonserver serve)",
     "serve-grpc": "tritonclient gRPC -> our frontend (python -m tritonserver serve)",
+    "echo-http": "tritonclient HTTP -> our HTTP server echoing the input, no Triton",
+    "echo-grpc": "tritonclient gRPC -> grpcio's server echoing the input, no Triton",
 }
 README_BEGIN = "<!-- last-run:begin (written by run.py --update-readme) -->"
 README_END = "<!-- last-run:end -->"
@@ -172,7 +177,8 @@ def chart(document: dict, path: str) -> Optional[str]:
     by_key = {(r["system"], r["workload"]): r for r in document["results"]}
     systems = [s for s in SYSTEMS if any(k[0] == s for k in by_key)]
     colors = {"c-api": "#555555", "python-api": "#2b7bba", "tritonclient-http": "#e0913a",
-              "tritonclient-grpc": "#c4524e", "serve-http": "#f2c46d", "serve-grpc": "#e08e8a"}
+              "tritonclient-grpc": "#c4524e", "serve-http": "#f2c46d", "serve-grpc": "#e08e8a",
+              "echo-http": "#f7e3b5", "echo-grpc": "#f0c6c4"}
     fig, axes = plt.subplots(1, len(WORKLOADS), figsize=(4.2 * len(WORKLOADS), 4.6))
     for ax, workload in zip(axes, WORKLOADS):
         names, medians, low, high = [], [], [], []

@@ -26,7 +26,12 @@ RUN = os.path.join(REPO, "benchmarks", "run.py")
 ONNX = os.path.join(REPO, "benchmarks", "onnx.py")
 SCALE_OUT = os.path.join(REPO, "benchmarks", "scale_out.py")
 SYSTEMS = ("python-api", "c-api", "tritonclient-http", "tritonclient-grpc", "serve-http",
-           "serve-grpc")
+           "serve-grpc", "echo-http", "echo-grpc")
+# frontend_ratios: key -> (system, the one it is divided by)
+FRONTEND_RATIOS = {"http": ("serve-http", "tritonclient-http"),
+                   "grpc": ("serve-grpc", "tritonclient-grpc"),
+                   "http-echo": ("echo-http", "tritonclient-http"),
+                   "grpc-echo": ("echo-grpc", "tritonclient-grpc")}
 WORKLOADS = ("sync", "async64", "large16MiB", "threads4")
 UNITS = {"sync": "inferences/s", "async64": "inferences/s", "large16MiB": "GB/s",
          "threads4": "inferences/s"}
@@ -93,6 +98,14 @@ def test_quick_run_writes_every_figure(tmp_path):
         expected = (found[("python-api", workload)]["median"] /
                     found[("c-api", workload)]["median"])
         assert math.isclose(ratio, expected, rel_tol=1e-9)
+
+    assert set(doc["frontend_ratios"]) == set(FRONTEND_RATIOS)
+    for key, (system, over) in FRONTEND_RATIOS.items():
+        row = doc["frontend_ratios"][key]
+        assert set(row) == set(WORKLOADS), key
+        for workload, ratio in row.items():
+            expected = found[(system, workload)]["median"] / found[(over, workload)]["median"]
+            assert math.isclose(ratio, expected, rel_tol=1e-9), (key, workload)
 
 
 @pytest.mark.slow
