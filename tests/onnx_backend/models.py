@@ -12,6 +12,9 @@ from onnx import TensorProto, helper
 
 OPSET = 17
 IR_VERSION = 8  # what every onnxruntime >= 1.17 reads
+# One CPU instance: core 2.51 can crash tearing down a model with two
+# (docs/onnx.md, known issue).
+ONE_INSTANCE = "instance_group [ { kind: KIND_CPU count: 1 } ]"
 
 # Triton config type -> ONNX element type, for every type the backend maps.
 TYPES = {

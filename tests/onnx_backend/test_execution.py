@@ -249,10 +249,10 @@ def _rss_kib() -> int:
 
 
 def test_load_and_unload_fifty_times_frees_the_sessions(tmp_path):
-    # 4 MiB weights; one instance: core 2.51 can crash unloading a model with
-    # two CPU instances right after an inference (docs/onnx.md, known issue).
+    # 4 MiB weights; one instance (models.ONE_INSTANCE): unloading right after
+    # an inference is where the two-instance crash was seen.
     models.write(str(tmp_path), "weighty", models.scaled(1.5, size=1 << 20),
-                 "instance_group [ { kind: KIND_CPU count: 1 } ]")
+                 models.ONE_INSTANCE)
     s = start_server(model_repository=str(tmp_path), strict_model_config=False,
                      model_control_mode=EXPLICIT)
     x = np.ones((1, 1 << 20), np.float32)

@@ -16,10 +16,8 @@ from conftest import run_python, start_server, stop_within
 from onnx_backend import models
 
 EXPLICIT = tritonserver.ModelControlMode.EXPLICIT
-# One instance where a load fails beside a loaded model: core 2.51 can crash
-# stopping such a server when that model has two CPU instances (docs/onnx.md,
-# known issues).
-ONE_INSTANCE = "instance_group [ { kind: KIND_CPU count: 1 } ]"
+# One instance where a load fails beside a loaded model (models.ONE_INSTANCE).
+ONE_INSTANCE = models.ONE_INSTANCE
 ADD_SUB_CONFIG = ONE_INSTANCE.replace("{", "{{").replace("}", "}}") + """
 max_batch_size: 8
 input [ {{ name: "A" data_type: TYPE_FP32 dims: [ 4 ] }},
