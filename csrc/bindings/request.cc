@@ -4,6 +4,7 @@
 #include <pybind11/typing.h>
 
 #include "bindings/allocator.h"
+#include "bindings/deferred_delete.h"
 #include "bindings/errors.h"
 #include "bindings/loop_notifier.h"
 #include "core_api.h"
@@ -111,26 +112,23 @@ void Request::Fill(TRITONSERVER_InferenceRequest* r) const {
 void Request::OnRelease(TRITONSERVER_InferenceRequest*, uint32_t flags, void* userp) {
   if (!(flags & TRITONSERVER_REQUEST_RELEASE_ALL)) return;
   auto* self = static_cast<Request*>(userp);
+  Released released;
   try {
-    std::shared_ptr<Request> keep;
-    {
-      std::lock_guard<std::mutex> lock(self->mutex_);
-      keep = std::move(self->in_flight_);
-      // Deleting a request from its own release callback is allowed.
-      ErrorPtr ignored(Core().TRITONSERVER_InferenceRequestDelete(self->request_));
-      self->request_ = nullptr;
-      if (self->in_flight_count_) {
-        self->in_flight_count_->fetch_sub(1);
-        self->in_flight_count_.reset();
-      }
-    }
-    // The input data's owners stay with the request: they go when Python
-    // lets go of it, under the GIL it holds then, instead of this core
-    // thread waiting for the GIL here.
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    released.request = self->request_;
+    self->request_ = nullptr;  // Cancel() no longer reaches it
+    released.owner = std::move(self->in_flight_);
+    released.in_flight = std::move(self->in_flight_count_);
+    released.server = self->server_.lock();
   } catch (...) {
-    // Called from C: nothing may unwind. Nothing above throws in practice
-    // (a mutex failing to lock is the only candidate).
+    // Called from C: nothing may unwind. Only locking can throw here, and
+    // then the request is left to the process (never freed twice).
+    return;
   }
+  // Deleted, dropped (the input data's owners go with the last reference
+  // to this object) and counted out on the binding's deleting thread, not
+  // on this core thread (deferred_delete.h says why).
+  DeleteLater(std::move(released));
 }
 
 void Request::Send() {

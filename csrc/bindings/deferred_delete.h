@@ -1,0 +1,33 @@
+// Core requests are deleted on a thread of the binding's own, never inside
+// the core's release callback. That callback runs on a backend thread (or
+// on a worker the backend runs its batches on), and deleting a request can
+// drop the last reference to its model: the core then starts tearing the
+// model down while that thread is still inside the backend, a window in
+// which core 2.51 reads freed memory (docs/reliability.md). The deleting
+// thread is no backend's and no instance's, so no finalize ever joins it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "triton/tritonserver.h"
+
+namespace tritonpy {
+
+// Handled in this order: the core request is deleted, counted out of
+// `in_flight`, then `owner` and `server` are dropped. `server` keeps the core
+// server (a ServerHandle) alive until its request is deleted: deleting a
+// request after its server would free the model under it.
+struct Released {
+  TRITONSERVER_InferenceRequest* request = nullptr;
+  std::shared_ptr<std::atomic<int64_t>> in_flight;
+  std::shared_ptr<void> owner;
+  std::shared_ptr<void> server;
+};
+
+// Queues `item` for the deleting thread. Never throws: if the item cannot
+// be queued (out of memory), it is handled at once on this thread.
+void DeleteLater(Released item) noexcept;
+
+}  // namespace tritonpy
