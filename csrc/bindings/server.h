@@ -8,6 +8,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,11 @@ class Server {
   ~Server() = default;
 
   // Stops the core (unloads models) and gives up this object's reference.
-  void Stop();
+  // `models_gone`: the caller saw every model unloaded and no request in
+  // flight; then an expired exit timeout is no failure (only a stale entry
+  // of a failed reload can be left: docs/reliability.md). `exit_timeout_s`
+  // replaces the server's exit timeout.
+  void Stop(bool models_gone = false, std::optional<unsigned int> exit_timeout_s = std::nullopt);
   // The live handle; raises UnavailableError after Stop().
   std::shared_ptr<ServerHandle> Handle() const;
   TRITONSERVER_Server* Raw() const { return Handle()->get(); }
