@@ -14,6 +14,7 @@
 #include <string>
 
 #include "triton/tritonbackend.h"
+#include "tritonserver/backend/marker.h"
 
 namespace {
 
@@ -91,6 +92,9 @@ TRITONSERVER_Error* Forward(Fn Entries::* entry, Args... args) {
 }
 
 }  // namespace
+
+// Its models run on inprocess, an SDK backend: they take its worker count.
+TRITONSERVER_BACKEND_SDK_MARKER();
 
 extern "C" {
 

@@ -48,6 +48,7 @@
 
 #include "tritonserver/backend/error.h"
 #include "tritonserver/backend/json.h"
+#include "tritonserver/backend/marker.h"
 #include "tritonserver/backend/model.h"
 #include "tritonserver/backend/request.h"
 #include "tritonserver/backend/tensor.h"
@@ -111,6 +112,12 @@ class Backend {
   Json config_;
 };
 
+}  // namespace tritonserver::backend
+
+// The instances behind one core instance (needs Backend, above).
+#include "tritonserver/backend/workers.h"
+
+namespace tritonserver::backend {
 namespace detail {
 
 struct Access {
@@ -224,6 +231,8 @@ inline TRITONSERVER_Error* ModelFinalize(TRITONBACKEND_Model* handle) noexcept {
   return error;
 }
 
+inline void RunBatch(Instance& instance, Requests& batch, uint64_t exec_start) noexcept;
+
 inline TRITONSERVER_Error* InstanceInitialize(TRITONBACKEND_ModelInstance* handle) noexcept {
   return Guard([&] {
     TRITONBACKEND_Model* model_handle = nullptr;
@@ -232,28 +241,32 @@ inline TRITONSERVER_Error* InstanceInitialize(TRITONBACKEND_ModelInstance* handl
     if (model == nullptr) {
       throw Error::Internal("the model was not initialized by this SDK");
     }
-    auto instance = std::make_unique<Instance>(handle, *model);
-    model->backend().InstanceInitialize(*instance);
-    Check(TRITONBACKEND_ModelInstanceSetState(handle, instance.get()));
-    instance.release();  // the core's until ModelInstanceFinalize
+    auto set = std::make_unique<InstanceSet>(handle, *model);  // the backend's hooks
+    set->StartWorkers(&RunBatch);
+    if (TRITONSERVER_Error* error = TRITONBACKEND_ModelInstanceSetState(handle, set.get())) {
+      LogIfError(set->Finalize(), "finalizing an instance the core did not take");
+      Check(error);
+    }
+    set.release();  // the core's until ModelInstanceFinalize
   });
 }
 
 inline TRITONSERVER_Error* InstanceFinalize(TRITONBACKEND_ModelInstance* handle) noexcept {
-  std::unique_ptr<Instance> instance;
+  std::unique_ptr<InstanceSet> set;
   if (TRITONSERVER_Error* error = Guard(
-          [&] { instance.reset(StateOf<Instance>(handle, &TRITONBACKEND_ModelInstanceState)); })) {
+          [&] { set.reset(StateOf<InstanceSet>(handle, &TRITONBACKEND_ModelInstanceState)); })) {
     return error;
   }
-  if (instance == nullptr) return nullptr;  // InstanceInitialize failed
-  TRITONSERVER_Error* error =
-      Guard([&] { instance->model().backend().InstanceFinalize(*instance); });
+  if (set == nullptr) return nullptr;  // InstanceInitialize failed
+  TRITONSERVER_Error* error = set->Finalize();
   LogIfError(TRITONBACKEND_ModelInstanceSetState(handle, nullptr), "clearing the instance state");
   return error;
 }
 
-// Answers, reports and releases each request the backend did not keep,
-// once Execute is done, and reports the batch.
+// Answers and reports each request the backend did not keep, once Execute
+// is done, reports the batch, and then releases the requests: nothing of
+// the instance is touched after the last release (the core may unload the
+// model as soon as its last request is released).
 inline void Complete(Instance& instance, Requests& batch, uint64_t exec_start, uint64_t call_start,
                      uint64_t call_end, const std::optional<Error>& thrown) noexcept {
   const uint64_t start = Access::ComputeStart(batch) ? Access::ComputeStart(batch) : call_start;
@@ -285,8 +298,6 @@ inline void Complete(Instance& instance, Requests& batch, uint64_t exec_start, u
       }
       if (compute_end > last_compute) last_compute = compute_end;
     }
-    LogIfError(TRITONBACKEND_RequestRelease(request.handle(), TRITONSERVER_REQUEST_RELEASE_ALL),
-               "releasing a request");
   }
   // The batch is what the instance computed: the requests that succeeded.
   if (batch_size > 0) {
@@ -294,27 +305,17 @@ inline void Complete(Instance& instance, Requests& batch, uint64_t exec_start, u
                    instance.handle(), batch_size, exec_start, first_compute, last_compute, NowNs()),
                "reporting batch statistics");
   }
+  for (std::unique_ptr<Request>& owned : Access::All(batch)) {
+    if (owned == nullptr) continue;
+    LogIfError(TRITONBACKEND_RequestRelease(owned->handle(), TRITONSERVER_REQUEST_RELEASE_ALL),
+               "releasing a request");
+  }
 }
 
-inline TRITONSERVER_Error* InstanceExecute(TRITONBACKEND_ModelInstance* handle,
-                                           TRITONBACKEND_Request** requests,
-                                           uint32_t count) noexcept {
-  const uint64_t exec_start = NowNs();
-  Instance* instance = nullptr;
-  std::unique_ptr<Requests> batch;
-  // Until the batch exists nothing has touched the requests: an error
-  // returned here leaves them to the core, which fails them.
-  if (TRITONSERVER_Error* error = Guard([&] {
-        instance = StateOf<Instance>(handle, &TRITONBACKEND_ModelInstanceState);
-        if (instance == nullptr) {
-          throw Error::Internal("the instance was not initialized by this SDK");
-        }
-        batch = Access::MakeRequests(*instance, requests, count, exec_start);
-      })) {
-    return error;
-  }
-  // From here on the requests are ours; nothing below throws.
-  for (std::unique_ptr<Request>& request : Access::All(*batch)) {
+// Runs one batch on `instance`: fails what cannot run, calls the backend's
+// Execute on the rest, then completes the batch (above).
+inline void RunBatch(Instance& instance, Requests& batch, uint64_t exec_start) noexcept {
+  for (std::unique_ptr<Request>& request : Access::All(batch)) {
     bool cancelled = false;
     LogIfError(TRITONBACKEND_RequestIsCancelled(request->handle(), &cancelled),
                "checking for cancellation");
@@ -330,15 +331,15 @@ inline TRITONSERVER_Error* InstanceExecute(TRITONBACKEND_ModelInstance* handle,
                     "the request's batch is empty (its first dimension is 0): a request to a "
                     "batching model must hold at least one batch item");
     } else {
-      Access::Active(*batch).push_back(request.get());  // reserved: no throw
+      Access::Active(batch).push_back(request.get());  // reserved: no throw
     }
   }
   std::optional<Error> thrown;
   const uint64_t call_start = NowNs();
-  Access::SetCallStart(*batch, call_start);
-  if (!batch->empty()) {
+  Access::SetCallStart(batch, call_start);
+  if (!batch.empty()) {
     if (TRITONSERVER_Error* error =
-            Guard([&] { instance->model().backend().Execute(*instance, *batch); })) {
+            Guard([&] { instance.model().backend().Execute(instance, batch); })) {
       ErrorPtr owned(error);
       try {
         thrown.emplace(TRITONSERVER_ErrorCode(error), TRITONSERVER_ErrorMessage(error));
@@ -346,7 +347,41 @@ inline TRITONSERVER_Error* InstanceExecute(TRITONBACKEND_ModelInstance* handle,
       }
     }
   }
-  Complete(*instance, *batch, exec_start, call_start, NowNs(), thrown);
+  Complete(instance, batch, exec_start, call_start, NowNs(), thrown);
+}
+
+inline TRITONSERVER_Error* InstanceExecute(TRITONBACKEND_ModelInstance* handle,
+                                           TRITONBACKEND_Request** requests,
+                                           uint32_t count) noexcept {
+  const uint64_t exec_start = NowNs();
+  InstanceSet* set = nullptr;
+  WorkerPool* pool = nullptr;
+  size_t worker = 0;
+  bool reserved = false;
+  std::unique_ptr<Requests> batch;
+  // Until the batch exists nothing has touched the requests: an error
+  // returned here leaves them to the core, which fails them.
+  if (TRITONSERVER_Error* error = Guard([&] {
+        set = StateOf<InstanceSet>(handle, &TRITONBACKEND_ModelInstanceState);
+        if (set == nullptr) {
+          throw Error::Internal("the instance was not initialized by this SDK");
+        }
+        pool = set->pool();
+        if (pool != nullptr) {
+          worker = pool->Acquire();  // waits for a free worker
+          reserved = true;
+        }
+        batch = Access::MakeRequests(set->instance(worker), requests, count, exec_start);
+      })) {
+    if (reserved) pool->Cancel(worker);
+    return error;
+  }
+  // From here on the requests are ours; nothing below throws.
+  if (pool != nullptr) {
+    pool->Start(worker, Job{std::move(batch), exec_start});
+  } else {
+    RunBatch(set->instance(0), *batch, exec_start);
+  }
   return nullptr;
 }
 
@@ -362,6 +397,7 @@ inline TRITONSERVER_Error* InstanceExecute(TRITONBACKEND_ModelInstance* handle,
                 " must derive from tritonserver::backend::Backend");                               \
   static_assert(std::is_default_constructible_v<BackendClass>,                                     \
                 "TRITONSERVER_BACKEND: " #BackendClass " needs a default constructor");            \
+  TRITONSERVER_BACKEND_SDK_MARKER();                                                               \
   extern "C" {                                                                                     \
   TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_Initialize(                                \
       TRITONBACKEND_Backend* backend) {                                                            \

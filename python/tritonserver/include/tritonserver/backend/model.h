@@ -223,15 +223,22 @@ class Model : public WithState {
   std::vector<std::pair<std::string, size_t>> batched_ranks_;
 };
 
-// One instance of a model (instance_group count N gives N). The core never
-// runs two Executes at once on one instance.
+// One instance of a model (instance_group count N gives N). Never two
+// Executes at once on one instance. Behind one core instance the SDK may run
+// several (workers.h): instance `index` of them is named as the core names
+// its index-th instance ("<group>_<index>") and shares the core's handle.
 class Instance : public WithState {
  public:
-  Instance(TRITONBACKEND_ModelInstance* instance, Model& model)
-      : handle_(instance), model_(&model) {
+  Instance(TRITONBACKEND_ModelInstance* instance, Model& model, uint32_t index = 0)
+      : handle_(instance), model_(&model), index_(index) {
     const char* name = nullptr;
     Check(TRITONBACKEND_ModelInstanceName(instance, &name));
     name_ = name;
+    if (index > 0) {
+      const size_t cut = name_.rfind('_');
+      name_ = (cut == std::string::npos ? name_ : name_.substr(0, cut)) + "_" +
+              std::to_string(index);
+    }
     Check(TRITONBACKEND_ModelInstanceKind(instance, &kind_));
     Check(TRITONBACKEND_ModelInstanceDeviceId(instance, &device_id_));
     // The host policy is {"<policy name>": {settings}}: inputs are read
@@ -248,6 +255,9 @@ class Instance : public WithState {
 
   TRITONBACKEND_ModelInstance* handle() const { return handle_; }
   Model& model() const { return *model_; }
+  // Which of the instances behind one core instance this is (0 when the
+  // core runs each instance itself).
+  uint32_t index() const { return index_; }
   const std::string& name() const { return name_; }
   TRITONSERVER_InstanceGroupKind kind() const { return kind_; }
   int32_t device_id() const { return device_id_; }
@@ -256,6 +266,7 @@ class Instance : public WithState {
  private:
   TRITONBACKEND_ModelInstance* handle_;
   Model* model_;
+  uint32_t index_ = 0;
   std::string name_;
   TRITONSERVER_InstanceGroupKind kind_ = TRITONSERVER_INSTANCEGROUPKIND_CPU;
   int32_t device_id_ = 0;
