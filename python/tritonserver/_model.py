@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Optional, cast
 
+from tritonserver import _instances
 from tritonserver._datatypes import from_config_name
 from tritonserver._enums import DataType, ModelBatchFlag, ModelTxnPropertyFlag
 from tritonserver._iterators import AsyncResponseIterator, ResponseIterator
@@ -50,8 +51,10 @@ class Model:
                     json.loads(self._server._handle().model_metadata(self.name, self.version)))
 
     def config(self, config_version: int = 1) -> dict[str, Any]:
-        return cast("dict[str, Any]", json.loads(
-            self._server._handle().model_config(self.name, self.version, config_version)))
+        """The model's configuration as the core completed it (with the
+        instance count the user asked for: see tritonserver._instances)."""
+        return _instances.user_view(cast("dict[str, Any]", json.loads(
+            self._server._handle().model_config(self.name, self.version, config_version))))
 
     def ready(self) -> bool:
         return self._server._handle().model_is_ready(self.name, self.version)

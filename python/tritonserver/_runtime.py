@@ -70,7 +70,7 @@ def prepare_options(options: Any, core: Any, server_index: int) -> None:
     if stub.usable:
         stub.apply(os.environ)  # the stub is a child process: it inherits these
     else:
-        for name in _models_loaded_at_start(options):
+        for name in models_loaded_at_start(options):
             if _is_python_model(options, name):
                 raise UnsupportedError(_python_refusal(name, stub.reason))
 
@@ -142,7 +142,9 @@ def _is_python_model(options: Any, name: str, parameters: "dict[str, Any] | None
     return False
 
 
-def _models_loaded_at_start(options: Any) -> list[str]:
+def models_loaded_at_start(options: Any) -> list[str]:
+    """The models the options load at start (EXPLICIT: the startup models; NONE
+    and POLL: every folder of the repositories)."""
     if options.model_control_mode == ModelControlMode.EXPLICIT and "*" not in options.startup_models:
         return list(options.startup_models)
     names: list[str] = []

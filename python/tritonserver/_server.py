@@ -6,18 +6,23 @@ import dataclasses
 import itertools
 import json
 import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, cast
 
-from tritonserver import _runtime
+from tritonserver import _instances, _runtime
 from tritonserver._c import triton_bindings as _bindings
-from tritonserver._enums import MetricFormat, ModelIndexFlag
-from tritonserver._errors import InvalidArgumentError, InvalidArgumentTypeError, UnavailableError
+from tritonserver._enums import MetricFormat, ModelControlMode, ModelIndexFlag
+from tritonserver._errors import (InternalError, InvalidArgumentError, InvalidArgumentTypeError,
+                                  TritonError, UnavailableError, UnsupportedError)
 from tritonserver._metrics import prometheus_to_json
 from tritonserver._model import Model
 from tritonserver._options import Options
 
 _server_ids = itertools.count()
+# How long a stop waits after a reload (Server._wait_for_replaced_models).
+_REPLACED_MODEL_GRACE_S = 1.0
 
 
 class ModelDictionary(dict[tuple[str, int], Model]):
@@ -68,6 +73,14 @@ class Server:
                 f"options must be Options, not {type(options).__name__}")
         self.options = options
         self._server: Optional[_bindings.Server] = None
+        # Set by start(): the options the core got (see _plan_startup), the
+        # repositories registered since, and the loads under way.
+        self._core_options: Optional[Options] = None
+        self._registered: list[tuple[str, dict[str, str]]] = []
+        self._loads = 0
+        self._loads_lock = threading.Lock()
+        self._failed_reloads = 0
+        self._last_reload = -_REPLACED_MODEL_GRACE_S
 
     # ---- Lifecycle ---------------------------------------------------------------
 
@@ -80,9 +93,16 @@ class Server:
         options._validate()
         core = _runtime.ensure_core_loaded()
         _runtime.prepare_options(options, core, next(_server_ids))
+        later = self._plan_startup(options)
         c_options = _bindings.ServerOptions()
         options._apply(c_options)
+        self._registered = []
+        self._failed_reloads = 0
+        self._last_reload = -_REPLACED_MODEL_GRACE_S
         self._server = _bindings.Server(c_options)
+        self._core_options = options
+        if later:
+            self._load_after_start(later)
         if wait_until_ready:
             deadline = None if timeout is None else time.monotonic() + timeout
             while not self.ready():
@@ -104,7 +124,15 @@ class Server:
         server, self._server = self._server, None
         if server is not None:
             try:
-                server.stop()
+                gone = self._unload_all(server)
+                if gone is None:  # the core unloads and waits itself
+                    server.stop()
+                elif gone:  # a failed reload left an entry the core would wait on
+                    self._wait_for_replaced_models()
+                    server.stop(models_gone=True,
+                                exit_timeout_s=0 if self._failed_reloads else None)
+                else:  # the exit timeout is spent already
+                    server.stop(exit_timeout_s=0)
             except UnavailableError:
                 _runtime.finish_at_exit(self.options.exit_timeout)  # the work goes on meanwhile
                 raise
@@ -171,8 +199,24 @@ class Server:
     def load(self, model_name: str, parameters: Optional[dict[str, Any]] = None) -> Model:
         """Load (or reload) a model; returns its handle."""
         handle = self._handle()
+        self._require_model_control()
         _runtime.check_model_loadable(self.options, model_name, parameters)
-        handle.load_model(model_name, parameters)
+        parameters = self._one_instance(model_name, parameters) or parameters
+        serving = self._serving(model_name)
+        with self._loads_lock:
+            self._loads += 1
+        try:
+            handle.load_model(model_name, parameters)
+        except TritonError:
+            # A reload that fails while a version serves leaves the core an
+            # entry that its stop waits on (docs/reliability.md).
+            self._failed_reloads += serving
+            raise
+        finally:
+            with self._loads_lock:
+                self._loads -= 1
+        if serving:  # the version it replaced is deleted on a core thread
+            self._last_reload = time.monotonic()
         return Model(self, model_name)
 
     def unload(self, model: Any, unload_dependents: bool = False,
@@ -186,6 +230,7 @@ class Server:
         wait_until_unloaded = wait_until_unloaded or wait_for_unloaded
         name = model.name if isinstance(model, Model) else model
         handle = self._handle()
+        self._require_model_control()
         handle.unload_model(name, unload_dependents)
         if wait_until_unloaded:
             deadline = None if timeout is None else time.monotonic() + timeout
@@ -200,10 +245,18 @@ class Server:
 
     def register_model_repository(self, repository_path: str,
                                   name_mapping: Optional[dict[str, str]] = None) -> None:
-        self._handle().register_model_repository(os.fspath(repository_path), name_mapping or {})
+        handle = self._handle()
+        self._require_model_control("repository registration")
+        path = os.fspath(repository_path)
+        handle.register_model_repository(path, name_mapping or {})
+        self._registered.append((path, dict(name_mapping or {})))
 
     def unregister_model_repository(self, repository_path: str) -> None:
-        self._handle().unregister_model_repository(os.fspath(repository_path))
+        handle = self._handle()
+        self._require_model_control("repository unregistration")
+        path = os.fspath(repository_path)
+        handle.unregister_model_repository(path)
+        self._registered = [(p, m) for p, m in self._registered if p != path]
 
     def register_model(self, name: str, model: Any, **settings: Any) -> Model:
         """Serve a tritonserver.PythonModel (class or object) as model `name`,
@@ -216,6 +269,132 @@ class Server:
         return register_model(self, name, model, **settings)
 
     # ---- Internal --------------------------------------------------------------------
+
+    # The core runs in EXPLICIT mode whenever the user asks for NONE or
+    # EXPLICIT: the package then loads itself the models that must get one
+    # core instance (tritonserver._instances), and stop() can unload every
+    # model before it stops the core, which then has nothing to wait for.
+    # In NONE mode the package refuses what the core would refuse.
+
+    def _plan_startup(self, options: Options) -> list[tuple[str, Optional[dict[str, Any]]]]:
+        """Sets the core's mode and startup models on `options` (the core's
+        copy); returns the models to load once the core runs, in order, with
+        their load parameters."""
+        mode = ModelControlMode(options.model_control_mode)
+        if mode == ModelControlMode.POLL:
+            return []
+        names = _runtime.models_loaded_at_start(options)
+        rewritten = {}
+        for name in names:
+            parameters = self._one_instance(name, None, options)
+            if parameters is not None:
+                rewritten[name] = parameters
+        options.model_control_mode = ModelControlMode.EXPLICIT
+        if not rewritten:
+            if mode == ModelControlMode.NONE:
+                options.startup_models = ["*"]
+            return []
+        # Ensembles load after the models they use: loaded first, they
+        # would load those models as the repository has them.
+        ensembles = [n for n in names if n not in rewritten
+                     and _instances.is_ensemble(self._model_dirs(n, options), n)]
+        options.startup_models = [n for n in names if n not in rewritten and n not in ensembles]
+        return [(n, rewritten[n]) for n in names if n in rewritten] + [(n, None) for n in ensembles]
+
+    def _load_after_start(self, later: list[tuple[str, Optional[dict[str, Any]]]]) -> None:
+        handle = self._handle()
+        options = cast(Options, self._core_options)
+
+        def load(item: tuple[str, Optional[dict[str, Any]]]) -> Optional[str]:
+            try:
+                handle.load_model(*item)
+                return None
+            except TritonError as e:
+                return str(e)
+
+        first = [item for item in later if item[1] is not None]
+        threads = max(1, min(len(first), options.model_load_thread_count or 1))
+        with ThreadPoolExecutor(threads, thread_name_prefix="tritonserver-load") as pool:
+            errors = list(pool.map(load, first))
+        errors += [load(item) for item in later if item[1] is None]
+        failed = [(name, why) for (name, _), why in zip(first + [i for i in later if i[1] is None],
+                                                       errors) if why is not None]
+        if failed and options.exit_on_error:
+            try:
+                self.stop()
+            finally:
+                raise InternalError("failed to load all models: " + "; ".join(
+                    f"'{name}': {why}" for name, why in failed))
+
+    def _one_instance(self, name: str, parameters: Optional[dict[str, Any]],
+                      options: Optional[Options] = None) -> Optional[dict[str, Any]]:
+        """Load parameters giving `name` one core instance (or None)."""
+        options = options or self._core_options
+        if options is None or options.model_control_mode == ModelControlMode.POLL:
+            return None
+        return _instances.load_parameters(
+            self._model_dirs(name, options), [cast(str, options.backend_directory)], name,
+            parameters, autocomplete=not options.strict_model_config)
+
+    def _model_dirs(self, name: str, options: Options) -> list[str]:
+        dirs = [os.path.join(repo, name) for repo in options._repositories()]
+        for path, mapping in self._registered:
+            dirs += [os.path.join(path, sub) for sub, model in mapping.items() if model == name]
+            if name not in mapping.values():
+                dirs.append(os.path.join(path, name))
+        return dirs
+
+    def _wait_for_replaced_models(self) -> None:
+        """Core 2.51 deletes a model version that a reload replaced in a
+        detached thread of its own, which nothing reports the end of; its own
+        stop waits at least a second once any model was live. So a stop soon
+        after a reload waits until that second has passed. Any other waits a
+        few milliseconds: the thread that deleted an unloaded model still
+        updates the core's bookkeeping just after the model shows as gone."""
+        time.sleep(max(self._last_reload + _REPLACED_MODEL_GRACE_S - time.monotonic(), 0.005))
+
+    def _serving(self, name: str) -> bool:
+        try:
+            return self.model(name).ready()
+        except TritonError:
+            return False
+
+    def _require_model_control(self, what: str = "") -> None:
+        """What the core refuses in NONE mode (it runs in EXPLICIT mode)."""
+        if ModelControlMode(self.options.model_control_mode) != ModelControlMode.NONE:
+            return
+        if what:
+            raise UnsupportedError(f"{what} is not allowed if model control mode is not EXPLICIT")
+        raise UnavailableError("explicit model load / unload is not allowed if polling is enabled")
+
+    def _unload_all(self, server: _bindings.Server) -> Optional[bool]:
+        """Unloads every model (EXPLICIT core only) and waits, up to the exit
+        timeout, until none is left and no request is in flight; returns
+        whether that happened (then the core's stop has nothing to wait
+        for), or None when the core must do it (POLL mode, or the index
+        cannot be read)."""
+        options = self._core_options
+        if options is None or options.model_control_mode != ModelControlMode.EXPLICIT:
+            return None
+        deadline = time.monotonic() + options.exit_timeout
+        live = ("READY", "LOADING", "UNLOADING")
+        try:
+            for entry in json.loads(server.model_index(0)):
+                if entry.get("state") in live:
+                    server.unload_model(entry["name"], False)
+            pause = 0.001
+            while True:
+                with self._loads_lock:
+                    loading = self._loads
+                if not loading and server.in_flight() == 0 and not any(
+                        e.get("state") in live for e in json.loads(server.model_index(0))):
+                    return True
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+        except TritonError:
+            return None
 
     def _ptr(self) -> int:
         """The address of the core's TRITONSERVER_Server (what C++ frontends

@@ -2,7 +2,8 @@
 // told to.
 //
 // Each hook appends "<hook> <subject> thread=<id>" to the file named by the
-// backend setting "log" (Options.backend_configuration["hooks"]["log"]).
+// backend setting "log" (Options.backend_configuration["hooks"]["log"]); an
+// instance hook's subject is "<instance name> core=<core instance handle>".
 // A hook throws when its name is the backend setting "fail_in" (initialize,
 // finalize) or the model parameter "fail_in" (model_initialize,
 // model_finalize, instance_initialize, instance_finalize, execute).
@@ -26,10 +27,10 @@ class Hooks : public tb::Backend {
   }
   void ModelFinalize(tb::Model& model) override { Hook("model_finalize", model.name(), &model); }
   void InstanceInitialize(tb::Instance& instance) override {
-    Hook("instance_initialize", instance.name(), &instance.model());
+    Hook("instance_initialize", Named(instance), &instance.model());
   }
   void InstanceFinalize(tb::Instance& instance) override {
-    Hook("instance_finalize", instance.name(), &instance.model());
+    Hook("instance_finalize", Named(instance), &instance.model());
   }
 
   void Execute(tb::Instance& instance, tb::Requests& requests) override {
@@ -45,6 +46,14 @@ class Hooks : public tb::Backend {
   }
 
  private:
+  // The instance's name and the core's instance it runs behind: several
+  // Instances share one core instance when the SDK runs workers.
+  static std::string Named(const tb::Instance& instance) {
+    std::ostringstream text;
+    text << instance.name() << " core=" << static_cast<const void*>(instance.handle());
+    return text.str();
+  }
+
   void Hook(const std::string& hook, const std::string& subject, const tb::Model* model) {
     if (const auto path = Setting("log")) {
       std::ostringstream line;

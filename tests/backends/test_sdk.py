@@ -55,8 +55,18 @@ def read_events(path: str) -> list[tuple[str, str, str]]:
 
 
 def counts(events) -> collections.Counter:
-    return collections.Counter((hook, subject.split(" requests=")[0]) for hook, subject, _ in events
+    return collections.Counter((hook, _name(subject)) for hook, subject, _ in events
                                if hook != "execute")
+
+
+def _name(subject: str) -> str:
+    return subject.split(" requests=")[0].split(" core=")[0]
+
+
+def core_instances(events, model: str) -> set:
+    """The core instance handles the model's instances were initialized on."""
+    return {subject.split(" core=")[1] for hook, subject, _ in events
+            if hook == "instance_initialize" and _name(subject).startswith(model + "_")}
 
 
 # --------------------------------------------------------------------------- #
@@ -117,6 +127,46 @@ def test_hook_call_counts_and_threads(test_backends, tmp_path):
     for (hook, subject), n in c.items():  # every initialize has its finalize
         if hook.endswith("initialize"):
             assert c[(hook.replace("initialize", "finalize"), subject)] == n, (hook, subject)
+
+
+def test_count_two_is_one_core_instance_running_two_workers(test_backends, tmp_path):
+    """instance_group count 2 on an SDK backend: the core creates one
+    instance (one core handle, seen from the backend), the backend sees two
+    Instances that run batches at once on two threads, and the config still
+    says 2 (tritonserver._instances; docs/reliability.md)."""
+    repo = tmp_path / "repo"
+    write_model(repo, "two", "hooks", instances=2)
+    log = str(tmp_path / "hooks.log")
+    s = start_server(model_repository=str(repo), backend_directory=test_backends,
+                     backend_configuration={"hooks": {"log": log}})
+    try:
+        events = read_events(log)
+        assert len(core_instances(events, "two")) == 1
+        assert counts(events)[("instance_initialize", "two_0_0")] == 1
+        assert counts(events)[("instance_initialize", "two_0_1")] == 1
+        config = s.model("two").config()
+        assert [g["count"] for g in config["instance_group"]] == [2]
+        assert "tritonserver.workers" not in config.get("parameters", {})
+        # Batches on both Instances, each Instance on a thread of its own.
+        x = np.arange(3, dtype=np.float32)
+        for _ in range(20):
+            iterators = [s.model("two").infer(inputs={"INPUT0": x + i}) for i in range(8)]
+            for i, it in enumerate(iterators):
+                np.testing.assert_array_equal(np.from_dlpack(next(it).outputs["OUTPUT0"]), x + i)
+        threads = collections.defaultdict(set)
+        for hook, subject, thread in read_events(log):
+            if hook == "execute":
+                threads[_name(subject)].add(thread)
+        assert set(threads) <= {"two_0_0", "two_0_1"}
+        assert all(len(t) == 1 for t in threads.values())
+        if len(threads) == 2:
+            assert threads["two_0_0"] != threads["two_0_1"]
+        stats = s.model("two").statistics()["model_stats"][0]
+        assert int(stats["inference_count"]) == 160
+    finally:
+        stop_within(s)
+    c = counts(read_events(log))
+    assert c[("instance_finalize", "two_0_0")] == c[("instance_finalize", "two_0_1")] == 1
 
 
 # --------------------------------------------------------------------------- #
