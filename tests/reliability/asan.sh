@@ -24,7 +24,7 @@ rm -f "$prefix"/pkg/tritonserver/_c/triton_bindings*.so
 cp "$prefix"/tritonserver/_c/triton_bindings*.so "$prefix/pkg/tritonserver/_c/"
 cp -r "$prefix/tritonserver/include/triton" "$prefix/pkg/tritonserver/include/"  # as installed
 
-[ "$#" -gt 0 ] || set -- "$root/tests/reliability"
+[ "$#" -gt 0 ] || set -- "$root/tests/reliability" -m "not stress"
 status=0
 # detect_leaks=0: CPython's own allocations at exit would flood the report.
 # libstdc++ is preloaded with the runtime: python does not link it, and
