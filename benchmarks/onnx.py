@@ -51,6 +51,9 @@ RATIOS = (
     ("mlp", ("server", "async64"), ("direct", "sync"), 2.0),
     ("resnet", ("server", "sync"), ("direct", "sync"), 0.95),
     ("resnet", ("server", "sync"), ("python-backend", "sync"), None),
+    # count 2: one core instance with two workers against two core instances
+    ("mlp", ("server-x2", "async64"), ("server-x2-core", "async64"), 0.95),
+    ("resnet", ("server-x2", "async64"), ("server-x2-core", "async64"), 0.95),
 )
 FLOOR = "core-floor"
 FLOOR_MODEL = "identity"  # tsbench/core_floor.py: identity_fp32, 16 FP32 values

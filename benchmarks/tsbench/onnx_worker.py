@@ -15,9 +15,15 @@ Systems (every model: one FP32 input INPUT0, batch 1, one FP32 output OUTPUT0):
 * ``python-backend``: a python-backend model.py opening the same
   InferenceSession in initialize and running it per request with pb_utils
   (what pip users write today), on Triton's python backend, served by our
-  Server.
+  Server;
+* ``server-x2``: as ``server`` with ``instance_group`` count 2, which the
+  package runs as one core instance with two workers (docs/reliability.md);
+* ``server-x2-core``: the same model as two core instances, as the package
+  loaded it before (TRITONSERVER_ONE_CORE_INSTANCE=0): the throughput the
+  two workers must keep.
 
-Runs `sync` for every model, and `async64` for the MLP on ``server``. The
+Runs `sync` for every model, and `async64` for the MLP on ``server`` and
+for both models on the two-instance systems. The
 models come from --model-dir (<model>.onnx, as onnx_models.build writes
 them), else they are built here. Prints one JSON line on stdout.
 """
@@ -38,8 +44,11 @@ import numpy as np  # noqa: E402
 
 from tsbench import api_calls, loops, onnx_models  # noqa: E402
 
-SYSTEMS = ("direct", "server", "python-backend")
-ASYNC_MODELS = {"server": ("mlp",)}  # system -> the models it runs async64 on
+SYSTEMS = ("direct", "server", "python-backend", "server-x2", "server-x2-core")
+# system -> the models it runs async64 on
+ASYNC_MODELS = {"server": ("mlp",), "server-x2": ("mlp", "resnet"),
+                "server-x2-core": ("mlp", "resnet")}
+INSTANCES = {"server-x2": 2, "server-x2-core": 2}  # instance count (default 1)
 DYNAMIC = "_dynamic"  # the suffix of the dynamic-batching copy's name
 CONFIG = """
 name: "{name}"
@@ -48,9 +57,11 @@ max_batch_size: 64
 {batching}
 input [ {{ name: "INPUT0", data_type: TYPE_FP32, dims: [ {dims} ] }} ]
 output [ {{ name: "OUTPUT0", data_type: TYPE_FP32, dims: [ {width} ] }} ]
-instance_group [ {{ kind: KIND_CPU, count: 1 }} ]
+instance_group [ {{ kind: KIND_CPU, count: {count} }} ]
 """
-ENGINES = {"server": 'platform: "onnxruntime_onnx"', "python-backend": 'backend: "python"'}
+ONNX = 'platform: "onnxruntime_onnx"'
+ENGINES = {"server": ONNX, "python-backend": 'backend: "python"', "server-x2": ONNX,
+           "server-x2-core": ONNX}
 MODEL_PY = """
 import os
 
@@ -87,7 +98,8 @@ def _write_model(repo: str, system: str, name: str, model: str, path: str,
     os.makedirs(os.path.join(repo, name, "1"))
     with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
         f.write(CONFIG.format(name=name, engine=ENGINES[system], batching=batching,
-                              dims=", ".join(map(str, dims)), width=width))
+                              dims=", ".join(map(str, dims)), width=width,
+                              count=INSTANCES.get(system, 1)))
     shutil.copyfile(path, os.path.join(repo, name, "1", "model.onnx"))
     if system == "python-backend":
         with open(os.path.join(repo, name, "1", "model.py"), "w") as f:
@@ -154,6 +166,8 @@ def measure(system: str, paths: dict, settings: loops.Settings, folder: str) -> 
         import tritonserver
 
         repository(folder, system, paths)
+        if system == "server-x2-core":
+            os.environ["TRITONSERVER_ONE_CORE_INSTANCE"] = "0"
         server = tritonserver.Server(model_repository=folder)
         server.start(wait_until_ready=True, timeout=120)
     startup_s = time.perf_counter() - t0

@@ -41,7 +41,12 @@ SCALE_OUT_TIMEOUT_S = 300  # about 60 s here: two Ray clusters start
 ONNX_FIGURES = {("mlp", "direct"): {"sync"}, ("mlp", "server"): {"sync", "async64"},
                 ("mlp", "python-backend"): {"sync"}, ("resnet", "direct"): {"sync"},
                 ("resnet", "server"): {"sync"}, ("resnet", "python-backend"): {"sync"},
-                ("identity", "core-floor"): {"sync", "async64"}}  # --core-floor: the C API
+                ("identity", "core-floor"): {"sync", "async64"},  # --core-floor: the C API
+                # count 2: one core instance with two workers, and two core instances
+                ("mlp", "server-x2"): {"sync", "async64"},
+                ("mlp", "server-x2-core"): {"sync", "async64"},
+                ("resnet", "server-x2"): {"sync", "async64"},
+                ("resnet", "server-x2-core"): {"sync", "async64"}}
 
 
 def _positive(x) -> bool:
@@ -131,7 +136,9 @@ def test_quick_onnx_run_writes_every_figure_and_ratio(tmp_path):
     targets = {"mlp: server sync / direct sync": 0.5,
                "mlp: server sync / python-backend sync": 3.0,
                "mlp: server async64 / direct sync": 2.0,
-               "resnet: server sync / direct sync": 0.95}
+               "resnet: server sync / direct sync": 0.95,
+               "mlp: server-x2 async64 / server-x2-core async64": 0.95,
+               "resnet: server-x2 async64 / server-x2-core async64": 0.95}
     assert set(doc["ratios"]) == set(targets) | {
         "resnet: server sync / python-backend sync",
         "identity core-floor sync / mlp direct sync",
