@@ -20,7 +20,6 @@ void Handle(Released& item) noexcept {
     ErrorPtr ignored(Core().TRITONSERVER_InferenceRequestDelete(item.request));
   }
   if (item.in_flight) item.in_flight->fetch_sub(1);
-  item.owner.reset();   // the last reference takes the GIL for its Python references
   item.server.reset();  // may be the last reference: ServerDelete
 }
 
@@ -47,10 +46,10 @@ class Deleter {
   }
 
   void Loop() {
-    // A Python thread state for this thread's life, made once: dropping
-    // Python references takes the GIL here, and a thread state made and
-    // freed per release races tracemalloc in CPython 3.11 (a crash seen in
-    // the leak tests).
+    // A Python thread state for this thread's life, made once: a server
+    // deleted here finalizes backends that may take the GIL, and a thread
+    // state made and freed per use races tracemalloc in CPython 3.11 (a
+    // crash seen in the leak tests).
     if (pyinterop::PythonAlive()) pyinterop::ThreadGil prime;
     std::deque<Released> batch;
     std::unique_lock<std::mutex> lock(mutex_);

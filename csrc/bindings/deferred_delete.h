@@ -16,13 +16,12 @@
 namespace tritonpy {
 
 // Handled in this order: the core request is deleted, counted out of
-// `in_flight`, then `owner` and `server` are dropped. `server` keeps the core
-// server (a ServerHandle) alive until its request is deleted: deleting a
-// request after its server would free the model under it.
+// `in_flight`, then `server` is dropped: it keeps the core server (a
+// ServerHandle) alive until its request is deleted, since deleting a request
+// after its server would free the model under it. Nothing here needs Python.
 struct Released {
   TRITONSERVER_InferenceRequest* request = nullptr;
   std::shared_ptr<std::atomic<int64_t>> in_flight;
-  std::shared_ptr<void> owner;
   std::shared_ptr<void> server;
 };
 

@@ -112,23 +112,26 @@ void Request::Fill(TRITONSERVER_InferenceRequest* r) const {
 void Request::OnRelease(TRITONSERVER_InferenceRequest*, uint32_t flags, void* userp) {
   if (!(flags & TRITONSERVER_REQUEST_RELEASE_ALL)) return;
   auto* self = static_cast<Request*>(userp);
+  std::shared_ptr<Request> keep;
   Released released;
   try {
     std::lock_guard<std::mutex> lock(self->mutex_);
     released.request = self->request_;
     self->request_ = nullptr;  // Cancel() no longer reaches it
-    released.owner = std::move(self->in_flight_);
     released.in_flight = std::move(self->in_flight_count_);
     released.server = self->server_.lock();
+    keep = std::move(self->in_flight_);
   } catch (...) {
     // Called from C: nothing may unwind. Only locking can throw here, and
     // then the request is left to the process (never freed twice).
     return;
   }
-  // Deleted, dropped (the input data's owners go with the last reference
-  // to this object) and counted out on the binding's deleting thread, not
-  // on this core thread (deferred_delete.h says why).
+  // Deleted and counted out on the binding's deleting thread, not on this
+  // core thread (deferred_delete.h says why).
   DeleteLater(std::move(released));
+  // The input data's owners stay with this object: they go when Python
+  // lets go of it, under the GIL it holds then, instead of a thread waiting
+  // for the GIL here.
 }
 
 void Request::Send() {
