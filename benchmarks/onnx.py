@@ -9,12 +9,14 @@ and against onnxruntime inside a python-backend model.py.
 
 Two models built at run time (tsbench/onnx_models.py): a 3-layer MLP on 16
 FP32 values and a small ResNet-style network on a 3x224x224 image, batch 1.
-Three systems (tsbench/onnx_worker.py): onnxruntime's InferenceSession.run
+Five systems (tsbench/onnx_worker.py): onnxruntime's InferenceSession.run
 from Python (direct, the ceiling), our Server with platform
-"onnxruntime_onnx" (server), and a python-backend model.py running the same
-session on Triton's python backend (python-backend). Workload sync for all,
-and async64 for the MLP on the server, on a copy of the model with dynamic
-batching. Each system runs in its own process, interleaved round by round;
+"onnxruntime_onnx" (server), a python-backend model.py running the same
+session on Triton's python backend (python-backend), and our Server with
+instance_group count 2 as one core instance with two workers (server-x2) and
+as two core instances (server-x2-core, the layout before). Workload sync for
+all, and async64 on a copy of the model with dynamic batching: the MLP on the
+server, both models on the two-instance systems. Each system runs in its own process, interleaved round by round;
 every figure is the median (min-max) of the runs, and the ratios divide
 medians of the same run, each printed next to its target.
 
