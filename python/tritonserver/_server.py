@@ -125,13 +125,13 @@ class Server:
         if server is not None:
             try:
                 gone = self._unload_all(server)
-                if gone is None:  # the core unloads and waits itself
+                if gone is None:  # POLL mode: the core unloads and waits itself
                     server.stop()
-                elif gone:  # a failed reload left an entry the core would wait on
+                elif gone:  # nothing left to wait for, but a failed reload's stale entry
                     self._wait_for_replaced_models()
                     server.stop(models_gone=True,
                                 exit_timeout_s=0 if self._failed_reloads else None)
-                else:  # the exit timeout is spent already
+                else:  # the exit timeout is spent already: the core gives up at once
                     server.stop(exit_timeout_s=0)
             except UnavailableError:
                 _runtime.finish_at_exit(self.options.exit_timeout)  # the work goes on meanwhile
@@ -312,13 +312,14 @@ class Server:
             except TritonError as e:
                 return str(e)
 
+        # The rewritten models in parallel, as the core loads its startup
+        # models; then the ensembles, one by one.
         first = [item for item in later if item[1] is not None]
+        rest = [item for item in later if item[1] is None]
         threads = max(1, min(len(first), options.model_load_thread_count or 1))
         with ThreadPoolExecutor(threads, thread_name_prefix="tritonserver-load") as pool:
-            errors = list(pool.map(load, first))
-        errors += [load(item) for item in later if item[1] is None]
-        failed = [(name, why) for (name, _), why in zip(first + [i for i in later if i[1] is None],
-                                                       errors) if why is not None]
+            errors = list(pool.map(load, first)) + [load(item) for item in rest]
+        failed = [(name, why) for (name, _), why in zip(first + rest, errors) if why is not None]
         if failed and options.exit_on_error:
             try:
                 self.stop()

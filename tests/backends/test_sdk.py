@@ -169,6 +169,27 @@ def test_count_two_is_one_core_instance_running_two_workers(test_backends, tmp_p
     assert c[("instance_finalize", "two_0_0")] == c[("instance_finalize", "two_0_1")] == 1
 
 
+def test_a_rewritten_model_that_fails_at_start_fails_the_start_and_says_why(test_backends,
+                                                                             tmp_path):
+    """A two-instance model the package loads itself after the core started
+    (NONE mode): its failure fails start() as the core's own startup loads
+    do, naming the model and the reason; with exit_on_error=False the server
+    runs without it."""
+    repo = tmp_path / "repo"
+    write_model(repo, "broken", "hooks", instances=2, parameters={"fail_in": "model_initialize"})
+    write_model(repo, "fine", "hooks")
+    with pytest.raises(tritonserver.InternalError,
+                       match="failed to load all models: 'broken': .*model_initialize failed"):
+        tritonserver.Server(model_repository=str(repo), backend_directory=test_backends).start()
+    s = tritonserver.Server(model_repository=str(repo), backend_directory=test_backends,
+                            exit_on_error=False).start()  # never ready: "broken" failed
+    try:
+        assert s.model("fine").ready() and not s.model("broken").ready()
+        assert "model_initialize failed" in s.models()[("broken", 1)].reason
+    finally:
+        stop_within(s)
+
+
 # --------------------------------------------------------------------------- #
 # Errors thrown in hooks
 # --------------------------------------------------------------------------- #
