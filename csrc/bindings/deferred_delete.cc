@@ -1,7 +1,9 @@
 #include "bindings/deferred_delete.h"
 
-#include <unistd.h>
+#include <pthread.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -23,26 +25,31 @@ void Handle(Released& item) noexcept {
   item.server.reset();  // may be the last reference: ServerDelete
 }
 
-// One thread per process, started at the first release (again in a forked
-// child, which has no copy of it). Never destroyed: releases can come until
-// the process exits.
+// One thread per process, started at the first release; a forked child gets
+// a new Deleter (it has no copy of the thread, and the mutex may have been
+// held at the fork). Never destroyed: releases can come until the process
+// exits. Under load it is not woken per release: it deletes
+// what gathered, pauses, and only waits to be woken once a pause brought
+// nothing (a wake-up per request cost a context switch on the hot path).
 class Deleter {
  public:
   // Takes `item` only when it returns (it is left as it was if this throws).
   void Add(Released& item) {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (pid_ != getpid()) Start();
-    const bool was_empty = items_.empty();
+    if (!started_) Start();
     items_.push_back(std::move(item));
+    const bool wake = sleeping_;
+    sleeping_ = false;
     lock.unlock();
-    if (was_empty) ready_.notify_one();
+    if (wake) ready_.notify_one();
   }
 
  private:
+  static constexpr std::chrono::microseconds kPause{500};
+
   void Start() {  // with mutex_ held
     std::thread(&Deleter::Loop, this).detach();
-    pid_ = getpid();
-    items_.clear();  // a forked child's copies belong to its parent
+    started_ = true;
   }
 
   void Loop() {
@@ -54,11 +61,15 @@ class Deleter {
     std::deque<Released> batch;
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      ready_.wait(lock, [&] { return !items_.empty(); });
+      if (items_.empty()) {
+        sleeping_ = true;
+        ready_.wait(lock, [&] { return !items_.empty(); });
+      }
       batch.swap(items_);
       lock.unlock();
       for (Released& item : batch) Handle(item);
       batch.clear();
+      std::this_thread::sleep_for(kPause);  // let the next releases gather
       lock.lock();
     }
   }
@@ -66,12 +77,22 @@ class Deleter {
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Released> items_;
-  pid_t pid_ = 0;
+  bool sleeping_ = false;  // waiting on ready_: the next Add wakes it
+  bool started_ = false;
 };
 
+std::atomic<Deleter*> the_deleter{nullptr};
+
+void ForkedChild() { the_deleter.store(new Deleter()); }
+
 Deleter& TheDeleter() {
-  static auto* deleter = new Deleter();
-  return *deleter;
+  static const bool registered = [] {
+    the_deleter.store(new Deleter());
+    pthread_atfork(nullptr, nullptr, &ForkedChild);
+    return true;
+  }();
+  (void)registered;
+  return *the_deleter.load(std::memory_order_acquire);
 }
 
 }  // namespace
