@@ -25,12 +25,14 @@ void Handle(Released& item) noexcept {
   item.server.reset();  // may be the last reference: ServerDelete
 }
 
-// One thread per process, started at the first release; a forked child gets
-// a new Deleter (it has no copy of the thread, and the mutex may have been
-// held at the fork). Never destroyed: releases can come until the process
-// exits. Under load it is not woken per release: it deletes
-// what gathered, pauses, and only waits to be woken once a pause brought
-// nothing (a wake-up per request cost a context switch on the hot path).
+// The queue of released requests and the thread that deletes them. Most are
+// deleted by the next request sent from Python (Drain, on a Python thread:
+// no wake-up, no context switch on the hot path); the thread takes what is
+// left. While releases come it looks every few milliseconds without being
+// woken; after a quiet spell it waits, and the next release wakes it.
+// Started at the first release; a forked child gets a new Deleter (it has
+// no copy of the thread, and the mutex may have been held at the fork).
+// Never destroyed: releases can come until the process exits.
 class Deleter {
  public:
   // Takes `item` only when it returns (it is left as it was if this throws).
@@ -38,14 +40,27 @@ class Deleter {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!started_) Start();
     items_.push_back(std::move(item));
-    const bool wake = sleeping_;
-    sleeping_ = false;
+    const bool wake = waiting_;
+    waiting_ = false;
     lock.unlock();
     if (wake) ready_.notify_one();
   }
 
+  // Deletes what is queued, on the calling thread, unless another thread
+  // holds the queue right now.
+  void Drain() noexcept {
+    std::deque<Released> batch;
+    {
+      std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+      if (!lock.owns_lock() || items_.empty()) return;
+      batch.swap(items_);
+    }
+    for (Released& item : batch) Handle(item);
+  }
+
  private:
-  static constexpr std::chrono::microseconds kPause{500};
+  static constexpr std::chrono::milliseconds kLook{2};
+  static constexpr int kQuietLooks = 25;  // then it waits to be woken
 
   void Start() {  // with mutex_ held
     std::thread(&Deleter::Loop, this).detach();
@@ -59,17 +74,29 @@ class Deleter {
     // crash seen in the leak tests).
     if (pyinterop::PythonAlive()) pyinterop::ThreadGil prime;
     std::deque<Released> batch;
+    int quiet = 0;
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      if (items_.empty()) {
-        sleeping_ = true;
-        ready_.wait(lock, [&] { return !items_.empty(); });
+      if (items_.empty() && quiet >= kQuietLooks) {
+        // waiting_ is set again after each wake-up that found nothing: a
+        // Python thread may have drained what the waking Add queued.
+        while (items_.empty()) {
+          waiting_ = true;
+          ready_.wait(lock);
+        }
+        waiting_ = false;
+      } else {
+        ready_.wait_for(lock, kLook);
       }
+      if (items_.empty()) {
+        ++quiet;
+        continue;
+      }
+      quiet = 0;
       batch.swap(items_);
       lock.unlock();
       for (Released& item : batch) Handle(item);
       batch.clear();
-      std::this_thread::sleep_for(kPause);  // let the next releases gather
       lock.lock();
     }
   }
@@ -77,7 +104,7 @@ class Deleter {
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Released> items_;
-  bool sleeping_ = false;  // waiting on ready_: the next Add wakes it
+  bool waiting_ = false;  // on ready_ with nothing to do: the next Add wakes it
   bool started_ = false;
 };
 
@@ -96,6 +123,8 @@ Deleter& TheDeleter() {
 }
 
 }  // namespace
+
+void DeleteReleased() noexcept { TheDeleter().Drain(); }
 
 void DeleteLater(Released item) noexcept {
   try {

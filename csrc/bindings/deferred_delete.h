@@ -4,7 +4,8 @@
 // drop the last reference to its model: the core then starts tearing the
 // model down while that thread is still inside the backend, a window in
 // which core 2.51 reads freed memory (docs/reliability.md). The deleting
-// thread is no backend's and no instance's, so no finalize ever joins it.
+// thread is no backend's and no instance's, so no finalize ever joins it;
+// Python threads that send requests delete what is queued too.
 #pragma once
 
 #include <atomic>
@@ -28,5 +29,9 @@ struct Released {
 // Queues `item` for the deleting thread. Never throws: if the item cannot
 // be queued (out of memory), it is handled at once on this thread.
 void DeleteLater(Released item) noexcept;
+
+// Handles what is queued on the calling thread, which must be no backend's
+// (the binding calls it from Python threads, before it sends a request).
+void DeleteReleased() noexcept;
 
 }  // namespace tritonpy

@@ -136,6 +136,7 @@ void Request::OnRelease(TRITONSERVER_InferenceRequest*, uint32_t flags, void* us
 
 void Request::Send() {
   Unsent();
+  DeleteReleased();  // this Python thread deletes what was released meanwhile
   const CoreApi& api = Core();
   // Held only while the core takes the request.
   std::shared_ptr<ServerHandle> server = server_.lock();

@@ -242,8 +242,9 @@ void RegisterServer(py::module_& m) {
            "Stops the core; models_gone: every model was seen unloaded with no request in "
            "flight, so the core need not wait for anything; exit_timeout_s: how long the core "
            "may wait for what is left (default: the server's exit timeout).")
-      .def("in_flight", [](S s) { return s.Handle()->in_flight()->load(); },
-           "Requests sent through this binding that the core has not yet released and deleted.")
+      .def(
+          "in_flight", [](S s) { return s.Handle()->in_flight()->load(); },
+          "Requests sent through this binding that the core has not yet released and deleted.")
       .def_static("delete_idle_kept_servers", &DeleteIdleKeptServers, py::arg("timeout_s"),
                   "Deletes the servers whose stop gave up once the core has released their "
                   "requests (waiting up to timeout_s); returns how many are still busy.")

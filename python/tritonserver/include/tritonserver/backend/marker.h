@@ -8,6 +8,6 @@
 #define TRITONSERVER_BACKEND_SDK_MARKER_TEXT "tritonserver-backend-sdk:workers-parameter-1"
 
 // Defines the marker in this library (once per library, at namespace scope).
-#define TRITONSERVER_BACKEND_SDK_MARKER()                                            \
-  extern "C" __attribute__((used, visibility("hidden"))) const char                  \
-      tritonserver_backend_sdk_marker[] = TRITONSERVER_BACKEND_SDK_MARKER_TEXT
+#define TRITONSERVER_BACKEND_SDK_MARKER()                \
+  extern "C" __attribute__((used, visibility("hidden"))) \
+  const char tritonserver_backend_sdk_marker[] = TRITONSERVER_BACKEND_SDK_MARKER_TEXT

@@ -236,8 +236,8 @@ class Instance : public WithState {
     name_ = name;
     if (index > 0) {
       const size_t cut = name_.rfind('_');
-      name_ = (cut == std::string::npos ? name_ : name_.substr(0, cut)) + "_" +
-              std::to_string(index);
+      name_ =
+          (cut == std::string::npos ? name_ : name_.substr(0, cut)) + "_" + std::to_string(index);
     }
     Check(TRITONBACKEND_ModelInstanceKind(instance, &kind_));
     Check(TRITONBACKEND_ModelInstanceDeviceId(instance, &device_id_));
