@@ -190,6 +190,28 @@ def test_a_rewritten_model_that_fails_at_start_fails_the_start_and_says_why(test
         stop_within(s)
 
 
+@pytest.mark.parametrize("value,extra,message", [
+    ("abc", "", "must be a whole number from 1 to 1024, not 'abc'"),
+    ("0", "", "must be a whole number from 1 to 1024, not '0'"),
+    ("2", "sequence_batching { }", "cannot run a sequence batching model on several workers"),
+], ids=["not-a-number", "zero", "sequence-model"])
+def test_a_bad_workers_parameter_fails_the_load_and_says_why(test_backends, tmp_path, value,
+                                                             extra, message):
+    """tritonserver.workers written by hand: refused with its reason, and the
+    server goes on serving."""
+    repo = tmp_path / "repo"
+    write_model(repo, "bad", "hooks", parameters={"tritonserver.workers": value}, extra=extra)
+    write_model(repo, "fine", "hooks")
+    s = start_server(model_repository=str(repo), backend_directory=test_backends,
+                     model_control_mode=EXPLICIT, startup_models=["fine"])
+    try:
+        with pytest.raises(tritonserver.InvalidArgumentError, match=message):
+            s.load("bad")
+        assert s.live() and s.model("fine").ready()
+    finally:
+        stop_within(s)
+
+
 # --------------------------------------------------------------------------- #
 # Errors thrown in hooks
 # --------------------------------------------------------------------------- #
