@@ -17,15 +17,11 @@ import pytest
 
 import tritonserver
 from reliability import support
+from reliability.teardown_cycles import IDENTITY  # the two-instance identity config
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
 EXPLICIT = tritonserver.ModelControlMode.EXPLICIT
-IDENTITY = """backend: "identity"
-max_batch_size: 0
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-instance_group [ { kind: KIND_CPU count: 2 } ]
-"""
 
 
 @pytest.mark.stress
