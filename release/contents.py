@@ -39,7 +39,7 @@ BUILT = _patterns(
 )
 
 DIST_INFO = _patterns(
-    r"tritonserver-[^/]+\.dist-info/(METADATA|WHEEL|RECORD|entry_points\.txt)",
+    r"tritonserver_embedded-[^/]+\.dist-info/(METADATA|WHEEL|RECORD|entry_points\.txt)",
 )
 
 WHEEL_REQUIRED = _patterns(
@@ -54,7 +54,7 @@ WHEEL_REQUIRED = _patterns(
     r"tritonserver/share/cmake/tritonserver/tritonserverConfig\.cmake",
     r"tritonserver/share/cmake/tritonserver/tritonserverConfigVersion\.cmake",
     r"tritonserver/example_models/add_sub_fp32/config\.pbtxt",
-    r"tritonserver-[^/]+\.dist-info/METADATA",
+    r"tritonserver_embedded-[^/]+\.dist-info/METADATA",
 )
 
 SDIST_TOP = _patterns(r"pyproject\.toml", r"CMakeLists\.txt", r"README\.md", r"PKG-INFO")

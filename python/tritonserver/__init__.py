@@ -14,7 +14,7 @@ The core (libtritonserver) is found at start; ``python -m tritonserver
 install-core`` installs one from PyPI without touching your environment.
 """
 
-from importlib import metadata as _metadata
+from tritonserver import _distribution
 
 from tritonserver._enums import (
     DataType,
@@ -54,10 +54,11 @@ from tritonserver._response import InferenceResponse
 from tritonserver._server import Server
 from tritonserver._tensor import DLDeviceType, MemoryBuffer, Tensor
 
-try:
-    __version__ = _metadata.version("tritonserver")
-except _metadata.PackageNotFoundError:  # running from a source tree
-    __version__ = "0+unknown"
+__version__ = _distribution.version()
+if _distribution.other_distribution() is not None:
+    import warnings as _warnings
+
+    _warnings.warn(_distribution.conflict_message() or "", RuntimeWarning, stacklevel=2)
 
 
 def example_model_repository() -> str:

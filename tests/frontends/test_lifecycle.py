@@ -253,6 +253,6 @@ def test_import_without_the_serve_extra():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, env=env)
     assert done.returncode == 0, done.stderr
-    assert 'pip install "tritonserver[serve]"' in done.stdout
+    assert 'pip install "tritonserver-embedded[serve]"' in done.stdout
     assert "EXIT: 1" in done.stdout
-    assert 'pip install "tritonserver[serve]"' in done.stderr
+    assert 'pip install "tritonserver-embedded[serve]"' in done.stderr

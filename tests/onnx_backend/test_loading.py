@@ -190,5 +190,5 @@ def test_without_onnxruntime_the_error_names_the_extra(tmp_path):
         "s.stop()\n")
     done = run_python(code)
     assert done.returncode == 0, done.stderr
-    assert 'pip install "tritonserver[onnx]"' in done.stdout
+    assert 'pip install "tritonserver-embedded[onnx]"' in done.stdout
     assert "LIVE True" in done.stdout

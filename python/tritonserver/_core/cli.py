@@ -9,17 +9,16 @@ import os
 import sys
 from typing import Optional, Sequence
 
+from tritonserver._distribution import DISTRIBUTION, conflict_message, other_distribution
+
 from . import locate
 from .errors import CoreInstallError, CoreNotFoundError
 
 
 def package_version() -> str:
-    from importlib import metadata
+    from tritonserver._distribution import version
 
-    try:
-        return metadata.version("tritonserver")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
+    return version()
 
 
 def cmake_dir() -> str:
@@ -74,7 +73,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _print_version() -> int:
-    print(f"tritonserver {package_version()}")
+    print(f"{DISTRIBUTION} {package_version()} (import name tritonserver)")
+    _warn_conflict()
     try:
         core = locate.find_core()
     except CoreNotFoundError as e:
@@ -113,11 +113,21 @@ def _core_info() -> int:
         core = locate.find_core()
     except CoreNotFoundError as e:
         print(str(e), file=sys.stderr)
+        _warn_conflict()
         return 1
     info = core.to_dict()
     info["version"] = locate.core_version(core)
+    info["package"] = {"distribution": DISTRIBUTION, "version": package_version(),
+                       "nvidia_tritonserver": other_distribution()}
     print(json.dumps(info, indent=2))
+    _warn_conflict()
     return 0
+
+
+def _warn_conflict() -> None:
+    message = conflict_message()
+    if message is not None:
+        print(f"warning: {message}", file=sys.stderr)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -9,6 +9,7 @@ import logging
 import os
 from typing import Any
 
+from tritonserver._distribution import install_command
 from tritonserver._errors import (
     InvalidArgumentError,
     NotFoundError,
@@ -19,7 +20,7 @@ from tritonserver._errors import (
 log = logging.getLogger("tritonserver.onnxruntime")
 
 DEFAULT_FILENAME = "model.onnx"
-INSTALL = 'pip install "tritonserver[onnx]"'
+INSTALL = install_command("onnx")
 
 # Triton's accelerator names -> ONNX Runtime's execution providers.
 _PROVIDERS = {"tensorrt": "TensorrtExecutionProvider", "cuda": "CUDAExecutionProvider",

@@ -14,7 +14,7 @@ number may serve one server at once. Clients written for Triton, such as
             KServeHttp(server), KServeGrpc(server), Metrics(server):
         ...  # serving on 127.0.0.1:8000 (HTTP), :8001 (gRPC), :8002 (metrics)
 
-They need the ``serve`` extra: ``pip install "tritonserver[serve]"``.
+They need the ``serve`` extra: ``pip install "tritonserver-embedded[serve]"``.
 ``create_http_app(server)`` gives the HTTP frontend as a FastAPI (ASGI) app
 to serve or mount elsewhere. ``python -m tritonserver serve`` runs them all
 as a drop-in for the ``tritonserver`` executable (docs/serving.md).

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 
-INSTALL_HINT = 'pip install "tritonserver[serve]"'
+from tritonserver._distribution import install_command
+
+INSTALL_HINT = install_command("serve")
 
 # import name -> distribution name, for the message
 REQUIRED = {

@@ -14,7 +14,7 @@ deployment handle gives a Python API to other deployments::
     handle = serve.get_app_handle("tritonserver")
     outputs = await handle.infer.remote("add_sub_fp32", {"INPUT0": a, "INPUT1": b})
 
-It needs the ``ray`` extra: ``pip install "tritonserver[ray]"``. The
+It needs the ``ray`` extra: ``pip install "tritonserver-embedded[ray]"``. The
 ``python -m tritonserver serve --ray`` command runs it, and Ray's own
 ``serve run tritonserver.ray:build model-repository=models num-replicas=2``
 takes the same flags (docs/scale-out.md).
@@ -23,8 +23,10 @@ takes the same flags (docs/scale-out.md).
 import importlib.util as _util
 
 if _util.find_spec("ray") is None or _util.find_spec("ray.serve") is None:
-    raise ImportError('tritonserver.ray needs Ray Serve: install the ray extra with '
-                      'pip install "tritonserver[ray]"')
+    from tritonserver._distribution import install_command as _install
+
+    raise ImportError(f'tritonserver.ray needs Ray Serve: install the ray extra with '
+                      f'{_install("ray")}')
 
 from tritonserver.ray._app import application, split_settings  # noqa: E402
 from tritonserver.ray._command import build  # noqa: E402
