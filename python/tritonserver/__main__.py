@@ -30,11 +30,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args[:1] == ["demo"]:
         return _demo()
     if args[:1] == ["serve"]:
-        try:
-            from tritonserver.frontends._serve import main as serve_main
-        except ImportError as e:  # the serve extra is not installed
-            print(f"tritonserver serve: {e}", file=sys.stderr)
-            return 1
+        from tritonserver._serve_command import main as serve_main
+
         return serve_main(args[1:])
     from tritonserver._core.cli import main as core_main
 

@@ -144,3 +144,27 @@ def test_script_entry_point_help():
                  "--metrics-port", "--http-address", "--grpc-address", "--allow-http",
                  "--allow-grpc", "--allow-metrics", "--log-verbose", "--exit-timeout-secs"):
         assert flag in done.stdout, flag
+
+
+def _imported_modules(path: str) -> set:
+    import ast
+
+    tree = ast.parse(open(path).read())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_local_and_ray_runners_share_the_flags_module_not_each_other():
+    import os
+
+    package = os.path.dirname(tritonserver.__file__)
+    local = _imported_modules(os.path.join(package, "frontends", "_serve.py"))
+    ray = _imported_modules(os.path.join(package, "ray", "_command.py"))
+    assert not any(m.startswith("tritonserver.ray") for m in local), local
+    assert "tritonserver.frontends._serve" not in ray, ray
+    assert "tritonserver._serve_command" in local and "tritonserver._serve_command" in ray

@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 import tritonserver
 from tritonserver.frontends import HttpSettings
-from tritonserver.frontends._serve import _say, _Signals, build_parser, server_options
+from tritonserver._serve_command import Signals, build_parser, say, server_options
 from tritonserver.ray._app import application
 
 
@@ -79,7 +79,7 @@ def build(cli_args: dict[str, str]) -> Any:
 HAPROXY_VARIABLE = "RAY_SERVE_ENABLE_HA_PROXY"
 
 
-def run(args: argparse.Namespace, signals: Optional[_Signals] = None) -> int:
+def run(args: argparse.Namespace, signals: Optional[Signals] = None) -> int:
     try:
         if args.ray_ingress == "haproxy":
             if args.ray_address:
@@ -89,12 +89,12 @@ def run(args: argparse.Namespace, signals: Optional[_Signals] = None) -> int:
             os.environ[HAPROXY_VARIABLE] = "1"
         app = build_from_args(args)
     except (ValueError, tritonserver.TritonError) as e:
-        _say(f"tritonserver serve --ray: {e}")
+        say(f"tritonserver serve --ray: {e}")
         return 2
     import ray
     from ray import serve
 
-    signals = signals or _Signals()
+    signals = signals or Signals()
     address = args.ray_address or "local"  # "local": always a new cluster of this machine
     own_cluster = address == "local" and not ray.is_initialized()
     try:
@@ -106,11 +106,11 @@ def run(args: argparse.Namespace, signals: Optional[_Signals] = None) -> int:
         try:
             serve.run(app, name=args.ray_app_name, route_prefix="/")
         except Exception as e:  # replicas that cannot start: Ray gives up on the app
-            _say(f"tritonserver serve --ray: the application did not start: {e}")
+            say(f"tritonserver serve --ray: the application did not start: {e}")
             return 1
-        _say(f"Started HTTPService at {args.http_address}:{args.http_port} (Ray Serve "
+        say(f"Started HTTPService at {args.http_address}:{args.http_port} (Ray Serve "
              f"application '{args.ray_app_name}')")
-        _say("tritonserver serve: ready")
+        say("tritonserver serve: ready")
         signals.stop.wait()
         if not own_cluster:  # only this application: others may share the cluster
             _bounded(lambda: serve.delete(args.ray_app_name), args.exit_timeout_secs + 30,
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace, signals: Optional[_Signals] = None) -> int:
             shutdown_serve: Any = serve.shutdown  # untyped in some Ray versions
             _bounded(shutdown_serve, args.exit_timeout_secs + 30, "stopping Ray Serve")
             ray.shutdown()
-        _say("tritonserver serve: stopped")
+        say("tritonserver serve: stopped")
         signals.restore()
 
 
@@ -135,10 +135,10 @@ def _bounded(step: Callable[[], Any], timeout: float, what: str) -> None:
         try:
             step()
         except Exception as e:
-            _say(f"tritonserver serve --ray: {what}: {e}")
+            say(f"tritonserver serve --ray: {what}: {e}")
         finally:
             done.set()
 
     threading.Thread(target=run, name=what, daemon=True).start()
     if not done.wait(timeout):
-        _say(f"tritonserver serve --ray: {what} did not finish within {timeout:.0f} s; going on")
+        say(f"tritonserver serve --ray: {what} did not finish within {timeout:.0f} s; going on")
