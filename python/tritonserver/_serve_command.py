@@ -11,11 +11,13 @@ Serve (``tritonserver.ray._command``, with ``--ray``).
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import signal
 import sys
 import threading
-from typing import Any, Optional, Sequence
+import time
+from typing import Any, NoReturn, Optional, Sequence
 
 DEFAULT_ADDRESS = "127.0.0.1"
 _TRUE = {"true", "on", "1", "yes"}
@@ -251,7 +253,23 @@ class Signals:
 
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def end_process(code: int, stop_started: float) -> NoReturn:
+    """The command's last step once serving stopped: the atexit handlers
+    (stub processes, servers a stop gave up on), then the time the stop took,
+    then the end of the process. It skips the native libraries' static
+    destructors: the core's metrics thread alone holds the exit up to half
+    of --metrics-interval-ms (it sleeps that long between polls), which
+    would make the printed figure untrue."""
+    atexit._run_exitfuncs()
+    say(f"tritonserver serve: stopped in {time.monotonic() - stop_started:.1f} s")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def main(argv: Optional[Sequence[str]] = None, end: bool = False) -> int:
+    """The serve command; ``end``: it is the process's command line, which
+    ends when serving does (``python -m tritonserver serve``)."""
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.ray:
         try:
@@ -265,4 +283,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ImportError as e:  # the serve extra is not installed
         say(f"tritonserver serve: {e}")
         return 1
-    return run(args)
+    return run(args, end_process=end)

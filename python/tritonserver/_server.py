@@ -11,7 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, cast
 
-from tritonserver import _instances, _runtime
+from tritonserver import _instances, _load_reasons, _runtime
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._enums import MetricFormat, ModelControlMode, ModelIndexFlag
 from tritonserver._errors import (InternalError, InvalidArgumentError, InvalidArgumentTypeError,
@@ -33,10 +33,15 @@ class ModelDictionary(dict[tuple[str, int], Model]):
 
     def __getitem__(self, key: Any) -> Model:
         if isinstance(key, str):
-            for (name, _), model in self.items():
-                if name == key:
-                    return Model(model._server, name)
-            raise KeyError(f"unknown model: {key!r}")
+            # The version the server picks (-1), with the state and reason of
+            # the entry that stands for it: the newest ready version, else
+            # the newest one (a model that failed has only failed entries).
+            entries = [model for (name, _), model in self.items() if name == key]
+            if not entries:
+                raise KeyError(f"unknown model: {key!r}")
+            ready = [model for model in entries if model.state == "READY"]
+            shown = max(ready or entries, key=lambda model: model.version)
+            return Model(shown._server, key, -1, shown.state, shown.reason)
         try:
             return super().__getitem__(key)
         except KeyError:
@@ -81,6 +86,9 @@ class Server:
         self._loads_lock = threading.Lock()
         self._failed_reloads = 0
         self._last_reload = -_REPLACED_MODEL_GRACE_S
+        # Models that failed to load at start, with the reason (for
+        # start(wait_until_ready=True) and the serve command).
+        self._startup_failures: dict[str, str] = {}
 
     # ---- Lifecycle ---------------------------------------------------------------
 
@@ -94,20 +102,30 @@ class Server:
         core = _runtime.ensure_core_loaded()
         _runtime.prepare_options(options, core, next(_server_ids))
         later = self._plan_startup(options)
-        c_options = _bindings.ServerOptions()
-        options._apply(c_options)
         self._registered = []
         self._failed_reloads = 0
         self._last_reload = -_REPLACED_MODEL_GRACE_S
-        self._server = _bindings.Server(c_options)
+        self._startup_failures = {}
+        self._server = self._new_core_server(options)
         self._core_options = options
-        if later:
+        if ModelControlMode(options.model_control_mode) == ModelControlMode.POLL:
+            self._check_polled_models()
+        else:
             self._load_after_start(later)
         if wait_until_ready:
             deadline = None if timeout is None else time.monotonic() + timeout
             while not self.ready():
+                if self._startup_failures and self.options.model_control_mode != \
+                        ModelControlMode.POLL:
+                    # Nothing loads later in NONE and EXPLICIT mode by itself:
+                    # strict readiness can no longer come.
+                    raise UnavailableError(
+                        "the server will not become ready (strict_readiness), models "
+                        "failed to load:" + _load_reasons.failure_lines(self._startup_failures))
                 if deadline is not None and time.monotonic() >= deadline:
-                    raise UnavailableError(f"the server was not ready within {timeout} s")
+                    raise UnavailableError(f"the server was not ready within {timeout} s"
+                                           + (": " + _load_reasons.failure_lines(self._startup_failures)
+                                              if self._startup_failures else ""))
                 time.sleep(polling_interval)
         return self
 
@@ -140,7 +158,11 @@ class Server:
 
     def __enter__(self) -> "Server":
         if self._server is None:
-            self.start(wait_until_ready=True)
+            try:
+                self.start(wait_until_ready=True)
+            except BaseException:
+                self.stop()  # the with block never runs, so its exit would not stop it
+                raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -201,12 +223,13 @@ class Server:
         handle = self._handle()
         self._require_model_control()
         _runtime.check_model_loadable(self.options, model_name, parameters)
+        asked = parameters
         parameters = self._one_instance(model_name, parameters) or parameters
         serving = self._serving(model_name)
         with self._loads_lock:
             self._loads += 1
         try:
-            handle.load_model(model_name, parameters)
+            self._load_explained(handle, model_name, parameters, asked)
         except TritonError:
             # A reload that fails while a version serves leaves the core an
             # entry that its stop waits on (docs/reliability.md).
@@ -279,27 +302,37 @@ class Server:
     def _plan_startup(self, options: Options) -> list[tuple[str, Optional[dict[str, Any]]]]:
         """Sets the core's mode and startup models on `options` (the core's
         copy); returns the models to load once the core runs, in order, with
-        their load parameters."""
+        their load parameters.
+
+        Under NONE and EXPLICIT the core starts with no model and the
+        package loads each one: each load then fails with its own reason,
+        where the core's startup loads fail the start with "failed to load
+        all models" and nothing else (the reasons go to its log)."""
         mode = ModelControlMode(options.model_control_mode)
         if mode == ModelControlMode.POLL:
+            if options.exit_on_error and all(os.path.isdir(r) for r in options._repositories()):
+                # The package fails the start itself, naming the models
+                # (_check_polled_models). Repositories that are not local
+                # folders keep the core's check: it says what is wrong.
+                options.exit_on_error = False
             return []
         names = _runtime.models_loaded_at_start(options)
-        rewritten = {}
-        for name in names:
-            parameters = self._one_instance(name, None, options)
-            if parameters is not None:
-                rewritten[name] = parameters
         options.model_control_mode = ModelControlMode.EXPLICIT
-        if not rewritten:
-            if mode == ModelControlMode.NONE:
-                options.startup_models = ["*"]
-            return []
-        # Ensembles load after the models they use: loaded first, they
-        # would load those models as the repository has them.
-        ensembles = [n for n in names if n not in rewritten
-                     and _instances.is_ensemble(self._model_dirs(n, options), n)]
-        options.startup_models = [n for n in names if n not in rewritten and n not in ensembles]
-        return [(n, rewritten[n]) for n in names if n in rewritten] + [(n, None) for n in ensembles]
+        options.startup_models = []
+        return [(name, self._one_instance(name, None, options)) for name in names]
+
+    def _new_core_server(self, options: Options) -> _bindings.Server:
+        c_options = _bindings.ServerOptions()
+        options._apply(c_options)
+        server = _bindings.Server(c_options)
+        if options.exit_on_error or not self.options.exit_on_error or server.is_live():
+            return server
+        # POLL mode with the core's exit_on_error off (_plan_startup): it
+        # failed before any model, and logged why only. Started again with
+        # exit_on_error on, it fails the same way and raises the reason.
+        server.stop(exit_timeout_s=0)
+        c_options.set_exit_on_error(True)
+        return _bindings.Server(c_options)
 
     def _load_after_start(self, later: list[tuple[str, Optional[dict[str, Any]]]]) -> None:
         handle = self._handle()
@@ -307,25 +340,62 @@ class Server:
 
         def load(item: tuple[str, Optional[dict[str, Any]]]) -> Optional[str]:
             try:
-                handle.load_model(*item)
+                self._load_explained(handle, item[0], item[1], None)
                 return None
             except TritonError as e:
                 return str(e)
 
-        # The rewritten models in parallel, as the core loads its startup
-        # models; then the ensembles, one by one.
-        first = [item for item in later if item[1] is not None]
-        rest = [item for item in later if item[1] is None]
+        # The models in parallel, as the core loads its startup models; then
+        # the ensembles, one by one: loaded first, they would load the models
+        # they use as the repository has them.
+        ensembles = {name for name, _ in later
+                     if _instances.is_ensemble(self._model_dirs(name, options), name)}
+        first = [item for item in later if item[0] not in ensembles]
+        rest = [item for item in later if item[0] in ensembles]
         threads = max(1, min(len(first), options.model_load_thread_count or 1))
         with ThreadPoolExecutor(threads, thread_name_prefix="tritonserver-load") as pool:
             errors = list(pool.map(load, first)) + [load(item) for item in rest]
-        failed = [(name, why) for (name, _), why in zip(first + rest, errors) if why is not None]
-        if failed and options.exit_on_error:
+        self._startup_failures = {name: why for (name, _), why in zip(first + rest, errors)
+                                  if why is not None}
+        self._fail_start_if_asked()
+
+    def _check_polled_models(self) -> None:
+        """POLL mode: the models the core failed to load at start, with why."""
+        for entry in json.loads(self._handle().model_index(0)):
+            name = entry["name"]
+            if entry.get("state") == "READY" or name in self._startup_failures:
+                continue
+            self._startup_failures[name] = entry.get("reason") or (
+                f"failed to load '{name}', {_load_reasons.POLL_FAILURE}: "
+                + self._explain(name, None))
+        self._fail_start_if_asked()
+
+    def _fail_start_if_asked(self) -> None:
+        if self._startup_failures and self.options.exit_on_error:
             try:
                 self.stop()
             finally:
-                raise InternalError("failed to load all models: " + "; ".join(
-                    f"'{name}': {why}" for name, why in failed))
+                raise InternalError("failed to load all models:"
+                                    + _load_reasons.failure_lines(self._startup_failures))
+
+    def _load_explained(self, handle: _bindings.Server, name: str,
+                        parameters: Optional[dict[str, Any]],
+                        asked: Optional[dict[str, Any]]) -> None:
+        """Load with the core's error, and the reason where it gives none."""
+        try:
+            handle.load_model(name, parameters)
+        except TritonError as e:
+            if _load_reasons.POLL_FAILURE not in str(e):
+                raise
+            raise type(e)(_load_reasons.with_reason(str(e), self._explain(name, asked))) \
+                from None
+
+    def _explain(self, name: str, parameters: Optional[dict[str, Any]]) -> str:
+        options = cast(Options, self._core_options)
+        return _load_reasons.explain(
+            name, self._model_dirs(name, options), options._repositories()
+            + [path for path, _ in self._registered], parameters,
+            strict=bool(options.strict_model_config), namespacing=bool(options.model_namespacing))
 
     def _one_instance(self, name: str, parameters: Optional[dict[str, Any]],
                       options: Optional[Options] = None) -> Optional[dict[str, Any]]:

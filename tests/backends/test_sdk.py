@@ -179,7 +179,7 @@ def test_a_rewritten_model_that_fails_at_start_fails_the_start_and_says_why(test
     write_model(repo, "broken", "hooks", instances=2, parameters={"fail_in": "model_initialize"})
     write_model(repo, "fine", "hooks")
     with pytest.raises(tritonserver.InternalError,
-                       match="failed to load all models: 'broken': .*model_initialize failed"):
+                       match=r"failed to load all models:\s+'broken': .*model_initialize failed"):
         tritonserver.Server(model_repository=str(repo), backend_directory=test_backends).start()
     s = tritonserver.Server(model_repository=str(repo), backend_directory=test_backends,
                             exit_on_error=False).start()  # never ready: "broken" failed

@@ -300,8 +300,18 @@ def test_repository_load_unload(client):
     assert client.infer("grpc_loaded", [inp]).as_numpy("OUTPUT0").tolist() == [0.5, 2.0]
     client.unload_model("grpc_loaded", unload_dependents=True)
     support.wait_until(lambda: not client.is_model_ready("grpc_loaded"), what="unload")
-    with pytest.raises(InferenceServerException):
+    with pytest.raises(InferenceServerException) as e:
         client.load_model("no_such_model_anywhere")
+    # Triton's code and text (its QA matches them), then the reason the core logs only.
+    assert e.value.status() == "StatusCode.INTERNAL"
+    assert e.value.message().startswith(
+        "failed to load 'no_such_model_anywhere', failed to poll from model repository: model "
+        "not found in any model repository")
+    with pytest.raises(InferenceServerException) as e:
+        client.load_model("grpc_loaded", config="{not json", files={"file:1/x.bin": b"x"})
+    assert e.value.status() == "StatusCode.INTERNAL"
+    assert "failed to poll from model repository: the 'config' load parameter is not valid " \
+        "JSON (" in e.value.message()
     ready_only = {m.name for m in client.get_model_repository_index().models}
     assert "identity_fp32" in ready_only
 
