@@ -13,7 +13,12 @@ def _demo() -> int:
     import tritonserver
 
     repo = tritonserver.example_model_repository()
-    with tritonserver.Server(model_repository=repo) as server:
+    try:
+        server = tritonserver.Server(model_repository=repo).start(wait_until_ready=True)
+    except tritonserver.TritonError as e:  # no core, most often: the message says what to do
+        print(f"tritonserver demo: {e}", file=sys.stderr)
+        return 1
+    with server:
         print(f"Triton {server.metadata()['version']} in-process; models:",
               sorted(name for name, _ in server.models()))
         a = np.arange(1, 5, dtype=np.float32)
@@ -32,7 +37,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args[:1] == ["serve"]:
         from tritonserver._serve_command import main as serve_main
 
-        return serve_main(args[1:])
+        return serve_main(args[1:], end=True)
     from tritonserver._core.cli import main as core_main
 
     return core_main(args)

@@ -43,7 +43,7 @@ class Serve:
             match = STARTED.search(line)
             if match:
                 self.ports[match.group(1)] = int(match.group(3))
-            if "tritonserver serve: ready" in line:
+            if "tritonserver serve: ready" in line or "tritonserver serve: live but not" in line:
                 self.ready.set()
         self.ready.set()
 

@@ -168,3 +168,38 @@ def test_local_and_ray_runners_share_the_flags_module_not_each_other():
     assert not any(m.startswith("tritonserver.ray") for m in local), local
     assert "tritonserver.frontends._serve" not in ray, ray
     assert "tritonserver._serve_command" in local and "tritonserver._serve_command" in ray
+
+
+def test_serve_says_which_models_failed_when_live_but_not_ready(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(tritonserver.example_model_repository() + "/identity_fp32",
+                    repo / "identity_fp32")
+    (repo / "broken" / "1").mkdir(parents=True)
+    (repo / "broken" / "config.pbtxt").write_text('backend: "no_such_backend"\n')
+    # A long metrics interval: the core's metrics thread, joined at exit,
+    # would hold the process up to 10 s after the "stopped in" line.
+    serve = Serve("--model-repository", str(repo), "--http-port", "0", "--grpc-port", "0",
+                  "--metrics-port", "0", "--log-info", "false", "--exit-on-error=false",
+                  "--metrics-interval-ms", "20000")
+    try:
+        serve.wait_ready()
+        out = serve.output()
+        assert "tritonserver serve: ready" not in out
+        assert "tritonserver serve: live but not ready (/v2/health/ready answers 400): models " \
+               "failed to load:\n  'broken': " in out
+        assert "unable to find backend library for backend 'no_such_backend'" in out
+        port = serve.ports["HTTPService"]
+        assert support.request(port, "GET", "/v2/health/live")[0] == 200
+        assert support.request(port, "GET", "/v2/health/ready")[0] == 400
+        serve.process.send_signal(signal.SIGINT)
+        stopped_at = None
+        while serve.process.poll() is None and stopped_at is None:
+            if any("tritonserver serve: stopped in" in line for line in serve.lines):
+                stopped_at = time.monotonic()
+            time.sleep(0.01)
+        assert serve.wait() == 0, serve.output()
+        # The figure printed is the end: no wait of the core's comes after it.
+        assert stopped_at is None or time.monotonic() - stopped_at < 5, serve.output()
+        assert "tritonserver serve: stopped in" in serve.output()
+    finally:
+        serve.end()

@@ -1,5 +1,5 @@
 """Command line: ``python -m tritonserver {install-core, core-info, --version, --cmakedir,
---includes}``."""
+--includes}``; ``serve`` and ``demo`` are run by ``tritonserver.__main__``."""
 
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ def include_dirs() -> list[str]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m tritonserver",
-        description="In-process Triton Inference Server: manage the Triton core library; build backends.",
+        description="The Triton Inference Server in your Python process: serve a model "
+                    "repository, run the demo, manage the Triton core library, build backends.",
     )
     p.add_argument("--version", action="store_true",
                    help="print this package's version and the Triton core in use")
@@ -69,6 +70,13 @@ def _parser() -> argparse.ArgumentParser:
     ic.add_argument("--quiet", "-q", action="store_true", help="print only errors")
 
     sub.add_parser("core-info", help="print where the Triton core in use lives, as JSON")
+    # Parsed by their own modules (python -m tritonserver serve --help):
+    # listed here so that this help names every command.
+    sub.add_parser("serve", add_help=False,
+                   help="serve a model repository over HTTP, gRPC and metrics, like the "
+                        "tritonserver executable (the serve extra; --ray: on Ray Serve)")
+    sub.add_parser("demo", add_help=False,
+                   help="start a server on the example models and run one inference")
     return p
 
 

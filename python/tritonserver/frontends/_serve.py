@@ -14,12 +14,15 @@ import threading
 import time
 from typing import Any, Optional
 
-from tritonserver._serve_command import COMPRESSION_LEVELS, Signals, say, server_options
+from tritonserver._load_reasons import failure_lines
+from tritonserver._serve_command import (COMPRESSION_LEVELS, Signals, end_process, say,
+                                        server_options)
 
 
 def _model_table(server: Any) -> str:
+    failures = server._startup_failures
     rows = [(m.name, str(m.version) if m.version >= 0 else "-", m.state or "-",
-             (m.reason or "").replace("\n", " ")[:80])
+             (m.reason or failures.get(m.name) or "").replace("\n", " ")[:80])
             for m in server.models().values()]
     if not rows:
         return "no models"
@@ -32,7 +35,11 @@ def _model_table(server: Any) -> str:
     return "\n".join(out)
 
 
-def run(args: argparse.Namespace, signals: Optional[Signals] = None) -> int:
+def run(args: argparse.Namespace, signals: Optional[Signals] = None,
+        end_process: bool = False) -> int:
+    """Serve until a signal; ``end_process``: the process ends when serving
+    does (the command line), so the time the stop took is measured to the
+    end (see tritonserver._serve_command.end_process)."""
     import tritonserver
     from tritonserver.frontends import KServeGrpc, KServeHttp, Metrics
 
@@ -85,9 +92,9 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None) -> int:
         except tritonserver.TritonError as e:
             say(f"tritonserver serve: {type(e).__name__}: {e}")
             return 1
-        say("tritonserver serve: ready")
+        say(_readiness(server))
         _wait(server, args, signals)
-        return _shutdown(server, frontends, args.exit_timeout_secs)
+        return _shutdown(server, frontends, args.exit_timeout_secs, end_process)
     finally:
         for frontend in frontends:
             try:
@@ -111,7 +118,16 @@ def _wait(server: Any, args: argparse.Namespace, signals: Signals) -> None:
                 say(f"tritonserver serve: polling the repository: {e}")
 
 
-def _shutdown(server: Any, frontends: list[Any], timeout: int) -> int:
+def _readiness(server: Any) -> str:
+    failed = failure_lines(server._startup_failures)
+    if server.ready():
+        return "tritonserver serve: ready" + (
+            f"\ntritonserver serve: models that failed to load:{failed}" if failed else "")
+    return ("tritonserver serve: live but not ready (/v2/health/ready answers 400): "
+            + (f"models failed to load:{failed}" if failed else "models are not ready"))
+
+
+def _shutdown(server: Any, frontends: list[Any], timeout: int, end: bool) -> int:
     start = time.monotonic()
     errors: list[str] = []
 
@@ -133,6 +149,8 @@ def _shutdown(server: Any, frontends: list[Any], timeout: int) -> int:
         errors.append(f"server: {e}")
     for error in errors:
         say(f"tritonserver serve: while stopping: {error}")
+    if end:
+        end_process(0, start)
     say(f"tritonserver serve: stopped in {time.monotonic() - start:.1f} s")
     return 0
 
