@@ -6,6 +6,8 @@ missing onnxruntime that fail the load, never the server."""
 
 from __future__ import annotations
 
+import logging
+
 import os
 
 import numpy as np
@@ -98,6 +100,24 @@ def test_auto_complete_from_the_model_alone(explicit):
                for t in config["input"] + config["output"]}
     assert tensors == {n: ("TYPE_FP32", [4]) for n in ("A", "B", "SUM", "DIFF")}
     add_sub_works(s.model("bare"), batch=3)
+
+
+def test_the_default_batch_limit_says_how_to_raise_it(explicit, caplog):
+    s, repo = explicit
+    models.write(repo, "bare_limit", models.add_sub())
+    with caplog.at_level(logging.WARNING, logger="tritonserver.onnxruntime"):
+        s.load("bare_limit")
+    said = caplog.text
+    assert "model 'bare_limit': max_batch_size set to 4" in said
+    assert "a request of more than 4 rows is refused" in said
+    assert "--backend-config=onnxruntime,default-max-batch-size=N" in said
+    assert "backend_configuration={'onnxruntime': {'default-max-batch-size': 'N'}}" in said
+    rows = np.ones((5, 4), np.float32)
+    # Triton's own text for the request, unchanged: clients read it.
+    with pytest.raises(tritonserver.InvalidArgumentError,
+                       match="inference request batch-size must be <= 4"):
+        list(s.model("bare_limit").infer(inputs={"A": rows, "B": rows}))
+    assert s.live()
 
 
 def test_auto_complete_keeps_what_the_config_says(explicit):

@@ -123,3 +123,30 @@ ensemble_scheduling { step [
         np.testing.assert_array_equal(np.from_dlpack(out), x * 2.0 + 1.0)
     finally:
         stop_within(s)
+
+
+def test_a_zipmap_classifier_is_refused_with_the_export_option_that_fixes_it(tmp_path):
+    skl2onnx = pytest.importorskip("skl2onnx")
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(3)
+    features = rng.standard_normal((60, 3)).astype(np.float32)
+    classifier = LogisticRegression().fit(features, (features[:, 0] > 0).astype(np.int64))
+    # skl2onnx's default: probabilities as a sequence of maps (ZipMap).
+    models.write(str(tmp_path), "zipmapped", skl2onnx.to_onnx(classifier, features))
+    models.write(str(tmp_path), "tensors",
+                 skl2onnx.to_onnx(classifier, features, options={"zipmap": False}))
+    s = tritonserver.Server(model_repository=str(tmp_path), strict_model_config=False,
+                            model_control_mode=EXPLICIT, exit_timeout=10).start()
+    try:
+        with pytest.raises(tritonserver.TritonError) as e:
+            s.load("zipmapped")
+        message = str(e.value)
+        assert "is of type seq(map(int64,tensor(float)))" in message
+        assert 'options={"zipmap": False}' in message and "zipmap=False" in message
+        s.load("tensors")
+        out = next(s.model("tensors").infer(inputs={"X": features[:4]})).outputs
+        np.testing.assert_allclose(np.from_dlpack(out["probabilities"]),
+                                   classifier.predict_proba(features[:4]), rtol=1e-4, atol=1e-5)
+    finally:
+        stop_within(s)

@@ -41,12 +41,23 @@ def model_tensors(name: str, session: Any) -> tuple[list[Tensor], list[Tensor]]:
                 raise UnsupportedError(
                     f"model '{name}': '{arg.name}' is of type {arg.type}, which Triton's "
                     "ONNX Runtime backend does not support (tensors of bool, integers, "
-                    "float16/32/64 and strings)")
+                    "float16/32/64 and strings)" + _type_hint(arg.type))
             dims = [d if isinstance(d, int) and d >= 0 else -1 for d in arg.shape]
             tensors.append(Tensor(arg.name, config_type, dims))
         return tensors
 
     return read(session.get_inputs()), read(session.get_outputs())
+
+
+def _type_hint(onnx_type: str) -> str:
+    if onnx_type.startswith("seq(map("):
+        # The default output of classifiers exported by skl2onnx and onnxmltools.
+        return (". A sequence of maps is the ZipMap output of a classifier exported by "
+                "skl2onnx or onnxmltools; export it without ZipMap to get the probabilities "
+                "as a tensor: skl2onnx.to_onnx(model, X, options={\"zipmap\": False}) (also "
+                "for LightGBM and XGBoost models converted through skl2onnx), or "
+                "onnxmltools.convert_lightgbm(..., zipmap=False) (docs/onnx.md)")
+    return ""
 
 
 def _batchable(tensors: list[Tensor]) -> bool:
@@ -77,9 +88,16 @@ def complete(name: str, config: dict[str, Any], inputs: list[Tensor], outputs: l
         if max_batch > 0:
             completed["max_batch_size"] = max_batch
             changed = True
-            log.warning("model '%s': max_batch_size set to %d from the model (every input and "
-                        "output has a free first dimension); set max_batch_size to choose",
-                        name, max_batch)
+            # Said at every load: a request with more rows than this is refused
+            # ("inference request batch-size must be <= N"), which surprises
+            # whoever sends a whole dataset at once.
+            log.warning("model '%s': max_batch_size set to %d (the default-max-batch-size "
+                        "backend setting; every input and output has a free first dimension): a "
+                        "request of more than %d rows is refused. For larger batches write "
+                        "max_batch_size in its config.pbtxt, or raise the default: serve "
+                        "--backend-config=onnxruntime,default-max-batch-size=N, or "
+                        "Server(backend_configuration={'onnxruntime': "
+                        "{'default-max-batch-size': 'N'}})", name, max_batch, max_batch)
     elif not batchable and max_batch != 0:
         raise InvalidArgumentError(
             f"autofill failed for model '{name}': the model does not support batching (an "
