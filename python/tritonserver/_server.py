@@ -316,7 +316,9 @@ class Server:
                 # folders keep the core's check: it says what is wrong.
                 options.exit_on_error = False
             return []
-        names = _runtime.models_loaded_at_start(options)
+        # A name in several repositories is one load (the core then finds
+        # them all, or refuses a name that is not unique).
+        names = list(dict.fromkeys(_runtime.models_loaded_at_start(options)))
         options.model_control_mode = ModelControlMode.EXPLICIT
         options.startup_models = []
         return [(name, self._one_instance(name, None, options)) for name in names]
