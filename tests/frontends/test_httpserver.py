@@ -395,3 +395,64 @@ def test_clients_that_do_not_read_are_bounded_and_dropped():
                                what="the stalled stream to be dropped")
     finally:
         assert served.stop()
+
+
+def _read_to_close(sock: socket.socket, timeout: float = 10.0) -> bytes:
+    sock.settimeout(timeout)
+    data = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+
+
+def test_half_closed_clients_get_every_answer(endpoints: Endpoints):
+    """A client that sends its requests, then shuts its side for writing (as
+    ``nc -N``, some proxies and load balancers do) still reads: each whole
+    request is answered, then the server closes. Generated: 1 to 3 pipelined
+    requests of varied bodies, health checks among them; 200 connections."""
+    port = endpoints.http.port
+    rng = np.random.default_rng(5)
+    for attempt in range(200):
+        sent, expected = b"", []
+        for _ in range(int(rng.integers(1, 4))):
+            if rng.random() < 0.3:
+                sent += b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n"
+                expected.append(None)
+            else:
+                values = [float(v) for v in rng.integers(-9, 9, int(rng.integers(1, 6)))]
+                body = json_infer(values)
+                sent += b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (
+                    INFER.encode(), len(body), body)
+                expected.append(values)
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(sent)
+            s.shutdown(socket.SHUT_WR)
+            data = _read_to_close(s)
+        replies = []
+        while data:
+            head_end = data.index(b"\r\n\r\n") + 4
+            _, headers, _ = support.parse_response(data[:head_end])
+            end = head_end + int(headers.get("content-length", 0))
+            replies.append(support.parse_response(data[:end]))
+            data = data[end:]
+        assert [r[0] for r in replies] == [200] * len(expected), (attempt, replies)
+        for (_, _, body), values in zip(replies, expected):
+            if values is not None:
+                assert outputs_of(body) == values
+
+
+def test_a_request_cut_short_by_a_half_close_ends_the_connection(endpoints: Endpoints):
+    port = endpoints.http.port
+    body = json_infer([1.0, 2.0])
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        # The body is shorter than its Content-Length: it will never be whole.
+        s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                  % (INFER.encode(), len(body) + 10, body))
+        s.shutdown(socket.SHUT_WR)
+        _read_to_close(s)  # closed by the server, not left hanging
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        [(status, _, _)] = read_responses(s, 1)
+        assert status == 200

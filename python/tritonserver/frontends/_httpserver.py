@@ -87,7 +87,7 @@ class _Cycle:
 
     async def receive(self) -> dict[str, Any]:
         while not (self.body or (self.complete and not self.delivered) or self.disconnected
-                   or self.finished):
+                   or self.finished or self.conn.eof):
             if self.expect_continue and not self.started:
                 self.expect_continue = False
                 self.conn.write(_CONTINUE)
@@ -98,7 +98,10 @@ class _Cycle:
                 await waiter
             finally:
                 self.waiters.remove(waiter)
-        if self.disconnected or self.finished:
+        if self.disconnected or self.finished or not (
+                self.body or (self.complete and not self.delivered)):
+            # After the whole body, the client's end of sending (a half-close)
+            # reads as the disconnect; the answer is still written.
             return _DISCONNECT
         body = self.body
         chunk = body[0] if len(body) == 1 else b"".join(body)
@@ -206,6 +209,7 @@ class _Connection(asyncio.Protocol):
         self.queued: list[_Cycle] = []
         self.reading = True
         self.closed = False
+        self.eof = False  # the client shut its side for writing: it sends nothing more
         self.lingering = -1  # bytes drained since a closing answer; -1: not closing
         self.drain_waiter: Optional[asyncio.Future[None]] = None
         self.write_paused = False
@@ -265,6 +269,24 @@ class _Connection(asyncio.Protocol):
             self.head_raw += len(data)
             if self.head_raw > MAX_HEAD:
                 self._refuse(431, "Request Header Fields Too Large")
+
+    def eof_received(self) -> bool:
+        """The client shut down its side for writing (as ``nc -N``, some
+        proxies and load balancers do after a request): it still reads.
+        What it sent whole is answered, then the connection closes; a
+        request cut short is a disconnect. Returning False closes now."""
+        self.last_active = self.loop.time()
+        self.eof = True
+        cycle = self.parsing
+        if cycle is not None and not cycle.complete:
+            cycle.keep_alive = False
+            cycle.disconnected = True
+        for waiting in (self.current, *self.queued):
+            if waiting is not None:
+                waiting.wake()
+        if self.lingering >= 0:
+            return False
+        return not (self.current is None and not self.queued and self.refused is None)
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -409,6 +431,9 @@ class _Connection(asyncio.Protocol):
             return
         if self.refused is not None:
             self.write(self.refused)
+            self.close()
+            return
+        if self.eof:  # every request the client sent is answered
             self.close()
             return
         self.resume_reading()
