@@ -391,6 +391,11 @@ class Server:
                 raise
             raise type(e)(_load_reasons.with_reason(str(e), self._explain(name, asked))) \
                 from None
+        except RuntimeError as e:
+            # A C++ exception the 2.51 core let out of its C API (a "file:"
+            # parameter whose name the file system refuses: "File name too
+            # long"); pybind11 makes it a RuntimeError. Triton answers INTERNAL.
+            raise InternalError(f"failed to load '{name}': {e}") from None
 
     def _explain(self, name: str, parameters: Optional[dict[str, Any]]) -> str:
         options = cast(Options, self._core_options)

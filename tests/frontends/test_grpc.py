@@ -447,3 +447,39 @@ def test_max_message_size_and_compression(endpoints):
             c.close()
     with pytest.raises(tritonserver.InvalidArgumentError):
         KServeGrpc(endpoints.server, KServeGrpc.Options(infer_compression_level=9))
+
+
+def test_contents_beside_raw_contents_is_named_as_triton_names_it(endpoints):
+    """As NVIDIA's grpc_explicit_int_content_client.py sends it: int_contents
+    for both inputs, then one raw_input_contents added (fewer than the
+    inputs) while INPUT0 keeps contents: Triton's text names INPUT0."""
+    import grpc
+    from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+    with grpc.insecure_channel(endpoints.grpc_url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        request = service_pb2.ModelInferRequest(model_name="add_sub_int32")
+        for name, values in (("INPUT0", list(range(16))), ("INPUT1", [1] * 16)):
+            tensor = request.inputs.add(name=name, datatype="INT32", shape=[16])
+            tensor.contents.int_contents[:] = values
+        response = stub.ModelInfer(request)
+        assert np.frombuffer(response.raw_output_contents[0], np.int32).tolist() == \
+            [i + 1 for i in range(16)]
+        request.raw_input_contents.extend([np.arange(8, dtype=np.int32).tobytes()])
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(request)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "contents field must not be specified when using raw_input_contents for " \
+               "'INPUT0' for model 'add_sub_int32'" in e.value.details()
+
+
+def test_a_file_name_the_file_system_refuses_fails_the_load_as_internal(client):
+    """As NVIDIA's simple_grpc_model_control.py: a "file:" name longer than
+    NAME_MAX makes the 2.51 core throw through its C API; Triton answers
+    INTERNAL and stays live."""
+    with pytest.raises(InferenceServerException) as e:
+        client.load_model("grpc_long_name", config="{}", files={"file:" + "A" * 256: b"a"})
+    assert e.value.status() == "StatusCode.INTERNAL"
+    assert "failed to load 'grpc_long_name'" in e.value.message()
+    assert "File name too long" in e.value.message()
+    assert client.is_server_live()

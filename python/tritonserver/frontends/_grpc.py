@@ -155,9 +155,17 @@ def _call_from_request(request: Any) -> tuple[c.Call, bool]:
                 value = _parameter_value(p)
             c.set_parameter(call.parameters, key, value)
     raw = request.raw_input_contents
-    if raw and len(raw) != len(request.inputs):
-        raise InvalidArgumentError(
-            f"expected {len(request.inputs)} raw_input_contents (one per input), got {len(raw)}")
+    if raw:
+        # As Triton: an input that also has contents is named first (clients
+        # match that text), then a count that does not match.
+        for tensor in request.inputs:
+            if tensor.HasField("contents"):
+                raise InvalidArgumentError(
+                    f"contents field must not be specified when using raw_input_contents for "
+                    f"'{tensor.name}' for model '{call.model_name}'")
+        if len(raw) != len(request.inputs):
+            raise InvalidArgumentError(f"expected {len(request.inputs)} raw_input_contents "
+                                       f"(one per input), got {len(raw)}")
     for index, tensor in enumerate(request.inputs):
         name = tensor.name
         if name in call.inputs:
@@ -167,10 +175,6 @@ def _call_from_request(request: Any) -> tuple[c.Call, bool]:
         datatype = c.check_datatype(name, tensor.datatype)
         shape = list(tensor.shape)
         if raw:
-            if tensor.HasField("contents"):
-                raise InvalidArgumentError(
-                    f"contents field must not be specified when using raw_input_contents for "
-                    f"'{name}' for model '{call.model_name}'")
             data = raw[index]
             call.inputs[name] = c.tensor_from_buffer(name, datatype, shape, data, 0, len(data))
         elif tensor.HasField("contents"):
