@@ -483,3 +483,37 @@ def test_a_file_name_the_file_system_refuses_fails_the_load_as_internal(client):
     assert "failed to load 'grpc_long_name'" in e.value.message()
     assert "File name too long" in e.value.message()
     assert client.is_server_live()
+
+
+def test_a_stream_answers_in_order_what_it_sends_in_a_burst(endpoints):
+    """As NVIDIA's simple_grpc_aio_sequence_stream_infer_client.py: several
+    sequences sent back to back on one grpc.aio stream. Their requests reach
+    the core in the order sent, and each sequence's responses come back in
+    that order, with the right running sums (a request sent out of order
+    gave wrong sums, a response written out of order wrong positions)."""
+    sequences = {2000 + s: [int(v) for v in np.random.default_rng(s).integers(-50, 50, 12)]
+                 for s in range(4)}
+
+    async def run() -> dict:
+        got: dict = {seq: [] for seq in sequences}
+        async with aiogrpcclient.InferenceServerClient(endpoints.grpc_url) as client:
+            async def requests():
+                for seq, values in sequences.items():
+                    for k, value in enumerate(values):
+                        inp = aiogrpcclient.InferInput("INPUT", [1], "INT64")
+                        inp.set_data_from_numpy(np.array([value], np.int64))
+                        yield {"model_name": "accumulate_int64", "inputs": [inp],
+                               "request_id": f"{seq}_{k}", "sequence_id": seq,
+                               "sequence_start": k == 0, "sequence_end": k == len(values) - 1}
+
+            async for result, error in client.stream_infer(inputs_iterator=requests()):
+                assert error is None, error
+                seq, k = result.get_response().id.split("_")
+                got[int(seq)].append((int(k), int(result.as_numpy("OUTPUT")[0])))
+        return got
+
+    for attempt in range(5):
+        got = asyncio.run(run())
+        for seq, values in sequences.items():
+            assert [k for k, _ in got[seq]] == list(range(len(values))), (attempt, seq, got[seq])
+            assert [total for _, total in got[seq]] == np.cumsum(values).tolist(), (attempt, seq)

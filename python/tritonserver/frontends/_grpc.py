@@ -15,6 +15,7 @@ no generated service code is involved.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import ctypes
 import enum
@@ -22,7 +23,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, cast
 
 import numpy as np
 
@@ -54,7 +55,24 @@ from tritonserver.frontends._runner import JOIN_GRACE_S
 
 SERVICE = "inference.GRPCInferenceService"
 _READ_DONE = object()
-_TASK_DONE = object()
+
+
+class _Sent:
+    """One request of a stream, as its response queue: the core's callback
+    puts each response here, and this puts itself on the stream's queue, so
+    the stream writes responses in the order they came, with their request."""
+
+    __slots__ = ("number", "out", "call", "empty_final", "entry", "version", "responses")
+
+    def __init__(self, number: int, out: "queue.SimpleQueue[Any]", call: Any,
+                 empty_final: bool, entry: Any, version: str):
+        self.number, self.out, self.call = number, out, call
+        self.empty_final, self.entry, self.version = empty_final, entry, version
+        self.responses: collections.deque[Any] = collections.deque()
+
+    def put(self, response: Any) -> None:
+        self.responses.append(response)
+        self.out.put(self)
 HEALTH_SERVICE = "grpc.health.v1.Health"
 WATCH_INTERVAL_S = 1.0
 INT32_MAX = 2**31 - 1
@@ -289,14 +307,13 @@ class _Service:
     on its thread pool: an inference call waits for the core without the GIL."""
 
     def __init__(self, server: Server, m: Messages, restrictions: dict[Protocols, tuple[str, str]],
-                 compress: bool, stream_workers: concurrent.futures.ThreadPoolExecutor):
+                 compress: bool):
         self.server = server
         self.m = m
         self.restrictions = restrictions
         self.compress = compress
         self.state = c.state_of(server)
         self.inflight = _InFlight()
-        self.stream_workers = stream_workers
 
     # ---- plumbing ----
 
@@ -482,8 +499,12 @@ class _Service:
         return _infer_response(self.m, response, call, c.model_version(entry, call.version))
 
     def model_stream_infer(self, requests: Iterator[bytes], context: Any) -> Iterator[Any]:
-        """Every request of the stream runs at once (on the stream workers);
-        each response (or a request's error) is written as it arrives."""
+        """The requests of a stream reach the core in the order they came,
+        and their responses are written in the order the core gave them, as
+        Triton does: a sequence's requests run, and answer, in order. One
+        queue per stream takes every request's responses on the core's
+        callbacks, each tagged with its request (a thread per request would
+        race to write them)."""
         if self.restrictions:
             try:
                 self._check_restriction(Protocols.INFERENCE, context)
@@ -494,80 +515,94 @@ class _Service:
 
             context.set_compression(grpc.Compression.Gzip)
         out: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        mine: set[Any] = set()
+        running: dict[int, Any] = {}  # request number -> its iterator, until final
         lock = threading.Lock()
-        started = [0]
-        failure: list[BaseException] = []
 
         def read() -> None:
             try:
-                for data in requests:
-                    started[0] += 1
-                    self.stream_workers.submit(self._stream_one, data, out, mine, lock)
-            except Exception as e:  # the stream broke (cancelled): end it
-                failure.append(e)
+                for number, data in enumerate(requests):
+                    self._stream_send(number, data, out, running, lock)
+            except Exception:  # the stream broke (cancelled): end it
+                pass
             finally:
                 out.put(_READ_DONE)
 
-        reader = threading.Thread(target=read, name="tritonserver-grpc-stream", daemon=True)
-        reader.start()
-        reading, finished = True, 0
+        threading.Thread(target=read, name="tritonserver-grpc-stream", daemon=True).start()
+        reading = True
         try:
-            while reading or finished < started[0]:
+            while True:
+                with lock:
+                    if not reading and not running:
+                        break
                 item = out.get()
                 if item is _READ_DONE:
                     reading = False
-                elif item is _TASK_DONE:
-                    finished += 1
-                else:
-                    yield item
+                    continue
+                if not isinstance(item, _Sent):
+                    yield item  # a request that failed before the core had it
+                    continue
+                sent, response = item, item.responses.popleft()
+                if response.final:
+                    with lock:
+                        iterator = running.pop(sent.number, None)
+                    if iterator is not None:
+                        self.inflight.discard(iterator)
+                message = self._stream_message(sent, response)
+                if message is not None:
+                    yield message
         finally:
             with lock:
-                left = list(mine)
+                left = list(running.values())
+                running.clear()
             for iterator in left:
                 iterator.cancel()
+                self.inflight.discard(iterator)
 
-    def _stream_one(self, data: bytes, out: "queue.SimpleQueue[Any]", mine: set[Any],
-                    lock: threading.Lock) -> None:
+    def _stream_send(self, number: int, data: bytes, out: "queue.SimpleQueue[Any]",
+                     running: dict[int, Any], lock: threading.Lock) -> None:
+        """Parses one request of a stream and sends it to the core (on the
+        stream's reader, in order); a failure is written in its place."""
         m = self.m
-        iterator = None
         try:
             call, empty_final = _call_from_request(_parse(m.ModelInferRequest, data))
             entry = self.state.entry(self.server, call.model_name, call.version)
-            version = c.model_version(entry, call.version)
             model = entry.model
-            iterator = model.infer(call.request(model) or InferenceRequest(
-                model=model, inputs=call.inputs), raise_on_error=False)
-            with lock:
-                mine.add(iterator)
+            sent = _Sent(number, out, call, empty_final, entry,
+                         c.model_version(entry, call.version))
+            request = call.request(model) or InferenceRequest(model=model, inputs=call.inputs)
+            request.response_queue = cast("queue.SimpleQueue[Any]", sent)  # it has put()
+            with lock:  # in the table before a response can arrive
+                running[number] = None
+                iterator = model.infer(request, raise_on_error=False)
+                running[number] = iterator
             self.inflight.add(iterator)
-            for response in iterator:
-                if response.error is not None:
-                    out.put(m.ModelStreamInferResponse(
-                        error_message=c.error_message(response.error)))
-                    continue
-                if not response.outputs and not response.parameters and response.final \
-                        and entry.decoupled:
-                    if empty_final:
-                        message = m.ModelInferResponse(model_name=call.model_name,
-                                                       model_version=version,
-                                                       id=call.request_id)
-                        message.parameters["triton_final_response"].bool_param = True
-                        out.put(m.ModelStreamInferResponse(infer_response=message))
-                    continue
-                c.select_outputs(response, call.outputs, call.model_name)
-                message = _infer_response(m, response, call, version)
-                message.parameters["triton_final_response"].bool_param = response.final
-                out.put(m.ModelStreamInferResponse(infer_response=message))
         except Exception as e:
+            with lock:
+                running.pop(number, None)
             error = c.unavailable_if_stopped(self.server, e)
             out.put(m.ModelStreamInferResponse(error_message=c.error_message(error)))
-        finally:
-            if iterator is not None:
-                self.inflight.discard(iterator)
-                with lock:
-                    mine.discard(iterator)
-            out.put(_TASK_DONE)  # counted by the writer: this request is done
+
+    def _stream_message(self, sent: "_Sent", response: Any) -> Any:
+        """The stream message of one response (None: nothing to write)."""
+        m, call = self.m, sent.call
+        try:
+            if response.error is not None:
+                return m.ModelStreamInferResponse(error_message=c.error_message(response.error))
+            if not response.outputs and not response.parameters and response.final \
+                    and sent.entry.decoupled:
+                if not sent.empty_final:
+                    return None
+                message = m.ModelInferResponse(model_name=call.model_name,
+                                               model_version=sent.version, id=call.request_id)
+                message.parameters["triton_final_response"].bool_param = True
+                return m.ModelStreamInferResponse(infer_response=message)
+            c.select_outputs(response, call.outputs, call.model_name)
+            message = _infer_response(m, response, call, sent.version)
+            message.parameters["triton_final_response"].bool_param = response.final
+            return m.ModelStreamInferResponse(infer_response=message)
+        except Exception as e:
+            error = c.unavailable_if_stopped(self.server, e)
+            return m.ModelStreamInferResponse(error_message=c.error_message(error))
 
     # ---- gRPC health ----
 
@@ -815,10 +850,8 @@ class KServeGrpc(Frontend):
         import grpc  # type: ignore[import-untyped, unused-ignore]
 
         o = self.options
-        workers = concurrent.futures.ThreadPoolExecutor(
-            max_workers=o.infer_thread_count, thread_name_prefix="tritonserver-grpc-stream")
         service = _Service(self.server, self._messages, self._restrictions,
-                           self._compression != Grpc_compression_level.NONE, workers)
+                           self._compression != Grpc_compression_level.NONE)
         host = f"[{o.address}]" if ":" in o.address and not o.address.startswith("[") \
             else o.address
         target = f"{host}:{o.port}"
@@ -839,17 +872,16 @@ class KServeGrpc(Frontend):
             port, reason = 0, str(e)
         if not port:
             pool.shutdown(wait=False)
-            workers.shutdown(wait=False)
             raise UnavailableError(f"gRPC frontend: cannot listen on {target}: {reason}")
         server.start()
         self._port = port
-        self._grpc_server = (server, service, pool, workers)
+        self._grpc_server = (server, service, pool)
 
     def _stop(self, timeout: float) -> bool:
         running, self._grpc_server = self._grpc_server, None
         if running is None:
             return True
-        server, service, pool, workers = running
+        server, service, pool = running
         # New RPCs are refused at once; those in flight get `timeout` seconds,
         # then grpc cancels them and we cancel the core requests they wait on.
         stopped = server.stop(timeout)
@@ -857,7 +889,6 @@ class KServeGrpc(Frontend):
         service.inflight.cancel_all()
         ended = stopped.wait(JOIN_GRACE_S)
         pool.shutdown(wait=False)
-        workers.shutdown(wait=False)
         return bool(ended)
 
     @property
