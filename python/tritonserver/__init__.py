@@ -14,7 +14,17 @@ The core (libtritonserver) is found at start; ``python -m tritonserver
 install-core`` installs one from PyPI without touching your environment.
 """
 
-from tritonserver import _distribution
+import os as _os
+
+# grpcio (the gRPC frontend, tritonclient, Ray) turns its fork handlers on by
+# default, and they abort the process when two threads fork at once (grpcio
+# 1.85: "is_forking != was_forking"). The core's python backend forks a stub
+# per model instance, from several loading threads at once. Off unless the
+# user set it; read when grpc is first imported, so an import of grpc before
+# this one keeps grpc's default (docs/reliability.md).
+_os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+from tritonserver import _distribution  # noqa: E402
 
 from tritonserver._enums import (
     DataType,

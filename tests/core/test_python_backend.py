@@ -74,3 +74,38 @@ def test_gil_is_free_while_a_request_runs(python_server):
         t.join()
     # A waiter holding the GIL would have starved the ticker for 0.5 s.
     assert len(ticks) >= 10
+
+
+def test_stubs_fork_beside_grpc_without_aborting():
+    """grpcio's fork handlers (on by default in grpcio 1.85) abort the
+    process when two threads fork at once, and the core forks a stub per
+    python-backend instance from several loading threads. Importing
+    tritonserver first turns them off: servers start and stop beside open
+    gRPC channels (without it: "is_forking != was_forking", SIGABRT)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    import conftest
+
+    conftest.skip_without_python_backend()
+    code = textwrap.dedent(f"""
+        import tritonserver  # first: grpc reads the setting when it is imported
+        import grpc
+        from tritonserver.frontends import KServeGrpc
+        channels = []
+        for _ in range(4):
+            s = tritonserver.Server(model_repository={conftest.TEST_MODELS!r},
+                                    exit_timeout=10).start(wait_until_ready=True, timeout=120)
+            f = KServeGrpc(s, KServeGrpc.Options(port=0)).start()
+            channels.append(grpc.insecure_channel(f.url))  # kept open: grpc's threads run
+            grpc.channel_ready_future(channels[-1]).result(timeout=30)
+            f.stop(timeout=1)
+            s.stop()
+        print("OK")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert out.returncode == 0 and out.stdout.strip().endswith("OK"), out.stderr[-3000:]
