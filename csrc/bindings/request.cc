@@ -345,6 +345,14 @@ void RegisterRequest(py::module_& m) {
           "set_classify", [](R& r, bool v) { r.queue().SetClassify(v); }, py::arg("classify"),
           "Read the first output's class labels of each response.")
       .def(
+          "set_label_outputs",
+          [](R& r, std::vector<std::string> names, bool batched) {
+            r.queue().SetLabelOutputs(std::move(names), batched);
+          },
+          py::arg("names"), py::arg("batched"),
+          "Read the class labels of these outputs of each response, over one batch item (all "
+          "but the first dimension when `batched`), into its output_labels.")
+      .def(
           "set_python_waker",
           [](R& r, py::typing::Optional<py::typing::Callable<void()>> callable, bool always) {
             r.queue().SetWaker(

@@ -50,7 +50,7 @@ void ResponseQueue::OnComplete(TRITONSERVER_InferenceResponse* response, uint32_
   ResponseQueue& queue = **holder;
   std::unique_ptr<ResponseRecord> record;
   try {
-    record = response != nullptr ? ReadResponse(response, flags, queue.classify_)
+    record = response != nullptr ? ReadResponse(response, flags, queue.labels_)
                                  : std::make_unique<ResponseRecord>();
     record->flags = flags;
   } catch (const std::exception& e) {

@@ -14,6 +14,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bindings/response_record.h"
 #include "bindings/user_allocator.h"
@@ -51,7 +53,11 @@ class ResponseQueue {
   // `always`: wake at every arrival; otherwise only when armed. A null
   // waker stops the wake-ups (any time).
   void SetWaker(std::shared_ptr<Waker> waker, bool always);
-  void SetClassify(bool classify) { classify_ = classify; }
+  void SetClassify(bool classify) { labels_.first_output = classify; }
+  void SetLabelOutputs(std::vector<std::string> outputs, bool batched) {
+    labels_.outputs = std::move(outputs);
+    labels_.batched = batched;
+  }
   // The Python allocator of this request's outputs, kept as long as the
   // queue (the core may allocate until the final response).
   void SetUserAllocator(std::unique_ptr<UserAllocator> allocator) {
@@ -91,7 +97,7 @@ class ResponseQueue {
   bool abandoned_ = false;
   bool armed_ = false;
   bool always_ = false;
-  bool classify_ = false;  // set before the request is sent
+  LabelRequest labels_;  // set before the request is sent
   std::shared_ptr<Waker> waker_;
   pyinterop::OwnedRef waker_error_;  // the first exception a waker returned
   std::unique_ptr<UserAllocator> user_allocator_;

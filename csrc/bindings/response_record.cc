@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 #include <pybind11/typing.h>
 
+#include <algorithm>
 #include <cstring>
 #include <initializer_list>
 #include <new>
@@ -66,18 +67,41 @@ void ReadOutput(const CoreApi& api, TRITONSERVER_InferenceResponse* r, uint32_t 
   }
 }
 
-// The labels of the first output's classes (its last dimension).
-std::vector<std::optional<std::string>> ClassLabels(const CoreApi& api,
-                                                    TRITONSERVER_InferenceResponse* r,
-                                                    const OutputRecord& first) {
-  std::vector<std::optional<std::string>> labels;
-  if (first.shape.empty() || first.shape.back() <= 0) return labels;
-  const auto classes = static_cast<size_t>(first.shape.back());
-  labels.reserve(classes);
-  for (size_t i = 0; i < classes; ++i) {
+// The labels of classes [0, count) of output `index`.
+ClassLabels ReadLabels(TRITONSERVER_InferenceResponse* r, uint32_t index, size_t count) {
+  ClassLabels labels;
+  labels.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
     const char* label = nullptr;
-    Check(TRITON_FN(TRITONSERVER_InferenceResponseOutputClassificationLabel)(r, 0, i, &label));
+    Check(TRITON_FN(TRITONSERVER_InferenceResponseOutputClassificationLabel)(r, index, i, &label));
     labels.push_back(label != nullptr ? std::optional<std::string>(label) : std::nullopt);
+  }
+  return labels;
+}
+
+// Classes are counted over one batch item, as Triton's classification
+// extension does; the frontends refuse more than this many per item, so no
+// more labels are read.
+constexpr size_t kMaxClassesPerItem = 1'000'000;
+
+// The labels of one batch item's classes of each output `request` names.
+std::vector<std::pair<std::string, ClassLabels>> OutputLabels(
+    TRITONSERVER_InferenceResponse* r, const std::vector<OutputRecord>& outputs,
+    const LabelRequest& request) {
+  std::vector<std::pair<std::string, ClassLabels>> labels;
+  for (uint32_t i = 0; i < outputs.size(); ++i) {
+    const OutputRecord& o = outputs[i];
+    if (std::find(request.outputs.begin(), request.outputs.end(), o.name) ==
+        request.outputs.end()) {
+      continue;
+    }
+    size_t count = 1;  // saturates at kMaxClassesPerItem + 1, so never overflows
+    const size_t first = request.batched && !o.shape.empty() ? 1 : 0;
+    for (size_t d = first; d < o.shape.size(); ++d) {
+      const int64_t dim = std::clamp<int64_t>(o.shape[d], 0, kMaxClassesPerItem + 1);
+      count = std::min(count * static_cast<size_t>(dim), kMaxClassesPerItem + 1);
+    }
+    labels.emplace_back(o.name, ReadLabels(r, i, std::min(count, kMaxClassesPerItem)));
   }
   return labels;
 }
@@ -85,7 +109,7 @@ std::vector<std::optional<std::string>> ClassLabels(const CoreApi& api,
 }  // namespace
 
 std::unique_ptr<ResponseRecord> ReadResponse(TRITONSERVER_InferenceResponse* r, uint32_t flags,
-                                             bool classify) {
+                                             const LabelRequest& labels) {
   const CoreApi& api = Core();
   // Deleted on leaving, whatever happens: nothing below keeps it.
   struct Owner {
@@ -119,8 +143,15 @@ std::unique_ptr<ResponseRecord> ReadResponse(TRITONSERVER_InferenceResponse* r, 
   Check(api.TRITONSERVER_InferenceResponseOutputCount(r, &count));
   record->outputs.resize(count);
   for (uint32_t i = 0; i < count; ++i) ReadOutput(api, r, i, record->outputs[i]);
-  if (classify && !record->error_code && !record->outputs.empty()) {
-    record->class_labels = ClassLabels(api, r, record->outputs.front());
+  if (labels.any() && !record->error_code) {
+    const std::vector<OutputRecord>& outputs = record->outputs;
+    if (labels.first_output && !outputs.empty()) {
+      // Over the first output's last dimension.
+      const std::vector<int64_t>& shape = outputs.front().shape;
+      const int64_t classes = shape.empty() ? 0 : std::max<int64_t>(shape.back(), 0);
+      record->class_labels = ReadLabels(r, 0, static_cast<size_t>(classes));
+    }
+    if (!labels.outputs.empty()) record->output_labels = OutputLabels(r, outputs, labels);
   }
   return record;
 }
@@ -165,10 +196,14 @@ PyStructSequence_Field response_fields[] = {
     {"outputs", "its outputs, a tuple of Output"},
     {"class_labels",
      "the labels of the first output's classes when classification was asked for, else None"},
+    {"output_labels",
+     "{output name: the labels (bytes, or None) of one batch item's classes} for the outputs "
+     "set_label_outputs named, else None"},
     {nullptr, nullptr}};
 PyStructSequence_Desc response_desc = {
     "tritonserver._c.triton_bindings.Response",
-    "One response of a request (or its final flag alone), read from the core.", response_fields, 9};
+    "One response of a request (or its final flag alone), read from the core.", response_fields,
+    10};
 
 constexpr const char* kMemoryCapsule = "tritonserver.output_memory";
 
@@ -213,18 +248,34 @@ py::object OutputToPython(OutputRecord& o) {
                             memory.release().ptr()});
 }
 
+// {name: [bytes | None, ...]}: labels are the model's bytes, which need not be UTF-8.
+py::object OutputLabelsToPython(
+    const std::optional<std::vector<std::pair<std::string, ClassLabels>>>& all) {
+  if (!all) return py::none();
+  py::dict out;
+  for (const auto& [name, labels] : *all) {
+    py::list items(labels.size());
+    for (size_t i = 0; i < labels.size(); ++i) {
+      items[i] = labels[i] ? py::object(py::bytes(*labels[i])) : py::object(py::none());
+    }
+    out[py::reinterpret_steal<py::object>(Str(name))] = std::move(items);
+  }
+  return std::move(out);
+}
+
 }  // namespace
 
 py::object RecordToPython(ResponseRecord& r) {
   py::tuple outputs(r.outputs.size());
   for (size_t i = 0; i < r.outputs.size(); ++i) outputs[i] = OutputToPython(r.outputs[i]);
   py::object labels = py::cast(r.class_labels);
+  py::object output_labels = OutputLabelsToPython(r.output_labels);
   py::object error_code = r.error_code ? py::object(py::int_(*r.error_code)) : py::none();
   return Fill(response_type,
               {PyBool_FromLong(r.final()), error_code.release().ptr(), Str(r.error_message),
                Str(r.request_id), Str(r.model_name), PyLong_FromLongLong(r.model_version),
                pyinterop::ParametersToPython(r.parameters).release().ptr(), outputs.release().ptr(),
-               labels.release().ptr()});
+               labels.release().ptr(), output_labels.release().ptr()});
 }
 
 void RegisterResponseRecord(py::module_& m) {

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings/allocator.h"
@@ -47,6 +48,24 @@ class OutputRecord {
   OutputBuffer* buffer = nullptr;  // one reference; null for an empty output
 };
 
+// Which class labels ReadResponse reads, set before the request is sent.
+struct LabelRequest {
+  // The first output's, over its last dimension (the in-process
+  // "classification" request parameter).
+  bool first_output = false;
+  // The named outputs' (the frontends' classification extension), over one
+  // batch item: the whole output, or all but its first dimension when
+  // `batched` (the model batches).
+  std::vector<std::string> outputs;
+  bool batched = false;
+
+  bool any() const { return first_output || !outputs.empty(); }
+};
+
+// The labels of one output's classes, by class index; nullopt where the
+// model's label file has none.
+using ClassLabels = std::vector<std::optional<std::string>>;
+
 // One response of a request, or a final flag alone (no response: only
 // `flags`, the rest empty).
 struct ResponseRecord {
@@ -60,14 +79,17 @@ struct ResponseRecord {
   std::vector<OutputRecord> outputs;
   // When classification was asked for: the label of each class of the first
   // output (its last dimension), None where the model's label file has none.
-  std::optional<std::vector<std::optional<std::string>>> class_labels;
+  std::optional<ClassLabels> class_labels;
+  // For LabelRequest::outputs: each named output present in the response,
+  // with its labels.
+  std::optional<std::vector<std::pair<std::string, ClassLabels>>> output_labels;
 
   bool final() const { return (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0; }
 };
 
-// Reads (and deletes) a core response; `classify` reads the class labels.
+// Reads (and deletes) a core response, with the class labels `labels` asks for.
 std::unique_ptr<ResponseRecord> ReadResponse(TRITONSERVER_InferenceResponse* response,
-                                             uint32_t flags, bool classify);
+                                             uint32_t flags, const LabelRequest& labels);
 
 // A record that ends a request with an error of our own.
 std::unique_ptr<ResponseRecord> ErrorRecord(uint32_t flags, TRITONSERVER_Error_Code code,

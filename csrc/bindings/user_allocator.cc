@@ -54,7 +54,21 @@ TRITONSERVER_Error* UserAllocator::Alloc(TRITONSERVER_ResponseAllocator*, const 
   try {
     int type = self->preferred_type_ >= 0 ? self->preferred_type_ : static_cast<int>(memory_type);
     int64_t id = self->preferred_type_ >= 0 ? self->preferred_id_ : memory_type_id;
-    py::object result = self->allocator_.object().attr("allocate")(byte_size, type, id);
+    // An allocator that places outputs by name (tritonserver's shared memory
+    // regions) has _allocate_output(name, size, type, id); its TritonError
+    // reaches the client with its own code and message.
+    py::handle target = self->allocator_.object();
+    py::object result;
+    if (py::hasattr(target, "_allocate_output")) {
+      try {
+        result = target.attr("_allocate_output")(output, byte_size, type, id);
+      } catch (py::error_already_set& e) {
+        pyinterop::Failure failure = pyinterop::DescribePython(e.value());
+        return MakeError(failure.code, failure.message);
+      }
+    } else {
+      result = target.attr("allocate")(byte_size, type, id);
+    }
     auto ptr = result.attr("data_ptr").cast<uintptr_t>();
     auto size = result.attr("size").cast<size_t>();
     int got_type = result.attr("memory_type").cast<int>();

@@ -1,6 +1,8 @@
 // Output memory from a Python MemoryAllocator (InferenceRequest's
 // output_memory_allocator). The core calls the allocator on its own threads;
 // each call takes the GIL, calls allocate(size, memory_type, memory_type_id)
+// (or _allocate_output(name, size, memory_type, memory_type_id) where the
+// allocator has it: outputs placed by name)
 // and checks the MemoryBuffer it returns. The buffer keeps that MemoryBuffer
 // (and so its owner) alive until the core and every Python view let go.
 // A failure, including a Python exception, fails that response with the

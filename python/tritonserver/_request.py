@@ -50,6 +50,10 @@ class InferenceRequest:
     # lists the fields): the network frontends set it on a request, with
     # setattr, from what their clients ask for.
     _requested_outputs: ClassVar[Optional[list[str]]] = None
+    # Likewise: (output names, whether the model batches) whose class labels
+    # each response carries (InferenceResponse._output_labels), for the
+    # frontends' classification extension.
+    _label_outputs: ClassVar[Optional[tuple[list[str], bool]]] = None
 
     def _submission(self) -> Submission:
         """This request as the binding's, ready to send (validated first).
@@ -92,6 +96,8 @@ class InferenceRequest:
         if self._requested_outputs is not None:
             for name in self._requested_outputs:
                 request.add_requested_output(name)
+        if self._label_outputs is not None:
+            request.set_label_outputs(*self._label_outputs)
         _add_inputs(request, model, self.inputs)
         return request, self.response_queue, self.request_id
 

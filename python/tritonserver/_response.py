@@ -4,7 +4,7 @@ record of it (tritonserver._c.triton_bindings.Response)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
 
 import numpy as np
 
@@ -37,6 +37,10 @@ class InferenceResponse:
     error: Optional[TritonError] = None
     classification_label: Optional[str] = None
     final: bool = False
+    # Not a field: set on a response whose request named outputs for their
+    # class labels (InferenceRequest._label_outputs): {output: the labels of
+    # one batch item's classes, None where the label file has none}.
+    _output_labels: ClassVar[Optional[dict[str, list[Optional[bytes]]]]] = None
 
     @staticmethod
     def _from_record(model: "Model", record: "Response",
@@ -50,10 +54,14 @@ class InferenceResponse:
             outputs[o.name] = Tensor(DATA_TYPES[o.datatype], o.shape, buffer)
         code = record.error_code
         labels = record.class_labels
-        return InferenceResponse(
+        response = InferenceResponse(
             model, record.request_id or request_id, record.parameters, outputs,
             None if code is None else error_from_code(code, record.error_message),
             None if labels is None else _top_class_label(outputs, labels), record.final)
+        output_labels = record.output_labels
+        if output_labels is not None:
+            setattr(response, "_output_labels", output_labels)  # noqa: B010 - not a field
+        return response
 
 
 def _top_class_label(outputs: dict[str, Tensor], labels: list[Optional[str]]) -> Optional[str]:

@@ -291,6 +291,52 @@ class Server:
 
         return register_model(self, name, model, **settings)
 
+    # ---- System shared memory (tritonserver._shared_memory) ------------------------------
+
+    def register_system_shared_memory(self, name: str, key: str, byte_size: int,
+                                      offset: int = 0) -> None:
+        """Map ``byte_size`` bytes at ``offset`` of POSIX shared memory object
+        ``key`` (as shm_open names it) as region ``name``: for this process's
+        requests and every network frontend of this server (Triton's
+        system shared memory extension). AlreadyExistsError if ``name`` is taken."""
+        self._shared_memory().register(name, key, byte_size, offset)
+
+    def unregister_system_shared_memory(self, name: Optional[str] = None) -> None:
+        """Unregister region ``name`` (every region when None; an unknown name
+        is no error). Requests in flight keep using the region's mapping."""
+        self._shared_memory().unregister(name)
+
+    def system_shared_memory_status(self, name: Optional[str] = None) -> list[dict[str, Any]]:
+        """``[{"name", "key", "offset", "byte_size"}]`` for region ``name``
+        (NotFoundError if unknown), or for every region."""
+        return cast("list[dict[str, Any]]", self._shared_memory().status(name))
+
+    def system_shared_memory_tensor(self, name: str, data_type: Any, shape: Any,
+                                    offset: int = 0, byte_size: Optional[int] = None) -> Any:
+        """A Tensor over region ``name``'s bytes at ``offset``, in place: an
+        input for Model.infer that the core reads from the region."""
+        from tritonserver._shared_memory import region_tensor
+
+        return region_tensor(self._shared_memory(), name, data_type, tuple(shape), offset,
+                             byte_size)
+
+    def system_shared_memory_outputs(self, placements: dict[str, Any]) -> Any:
+        """A MemoryAllocator (an InferenceRequest's output_memory_allocator)
+        that writes the named outputs into regions: ``{output: region name, or
+        (region, offset, byte_size)}``; other outputs go to host memory."""
+        from tritonserver._shared_memory import SystemSharedMemoryOutputs
+
+        return SystemSharedMemoryOutputs(self._shared_memory(), placements)
+
+    def _shared_memory(self) -> Any:
+        """This server's SharedMemoryRegistry, made at first use."""
+        registry = self.__dict__.get("_shm_registry")
+        if registry is None:
+            from tritonserver._shared_memory import SharedMemoryRegistry
+
+            registry = self.__dict__.setdefault("_shm_registry", SharedMemoryRegistry())
+        return registry
+
     # ---- Internal --------------------------------------------------------------------
 
     # The core runs in EXPLICIT mode whenever the user asks for NONE or

@@ -175,8 +175,7 @@ def test_errors(client):
     with pytest.raises(InferenceServerException) as e:
         client.infer("identity_fp32", [fp32_input(np.zeros(1, np.float32))], model_version="x")
     assert status_of(e.value) == "StatusCode.INVALID_ARGUMENT"
-    for call in (client.get_system_shared_memory_status, client.get_cuda_shared_memory_status,
-                 client.get_trace_settings):
+    for call in (client.get_trace_settings,):
         with pytest.raises(InferenceServerException) as e:
             call()
         assert status_of(e.value) == "StatusCode.UNIMPLEMENTED"

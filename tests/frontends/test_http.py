@@ -75,7 +75,8 @@ def test_server_metadata(client, endpoints):
     assert "binary_tensor_data" in metadata["extensions"]
     assert "model_repository" in metadata["extensions"]
     # What these frontends do not serve is not announced.
-    assert "system_shared_memory" not in metadata["extensions"]
+    assert "cuda_shared_memory" not in metadata["extensions"]
+    assert "system_shared_memory" in metadata["extensions"]
 
 
 def test_model_metadata(client):
@@ -368,7 +369,9 @@ def test_aio_client(endpoints):
     ("GET", "/v2/models/identity_fp32/infer", b"", 405),
     ("GET", "/v2/no/such/path", b"", 404),
     ("GET", "/v2/trace/setting", b"", 501),
-    ("POST", "/v2/systemsharedmemory/region/r/register", b"{}", 501),
+    ("POST", "/v2/systemsharedmemory/region/r/register", b"{}", 400),
+    ("GET", "/v2/systemsharedmemory/region/r/status", b"", 404),
+    ("GET", "/v2/systemsharedmemory/region/r/register", b"", 405),
     ("POST", "/v2/repository/other/models/identity_fp32/load", b"{}", 501),
 ])
 def test_error_codes(endpoints, method, path, body, status):

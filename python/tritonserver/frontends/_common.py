@@ -22,6 +22,8 @@ import numpy as np
 import tritonserver
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._enums import RequestFlag
+from tritonserver._shared_memory import SystemSharedMemoryOutputs
+from tritonserver.frontends._classification import Classification
 from tritonserver import (
     CancelledError,
     DataType,
@@ -457,20 +459,57 @@ class Call:
     timeout: int = 0
     parameters: dict[str, Any] = field(default_factory=dict)
     outputs: Optional[list[str]] = None  # requested outputs, in order; None: all
+    # Tensors in system shared memory (inputs: their place in self.inputs holds None).
+    shm_inputs: dict[str, ShmRef] = field(default_factory=dict)
+    shm_outputs: dict[str, ShmRef] = field(default_factory=dict)
+    # Outputs asked for as their top classes (requested outputs, so never the fast path).
+    classification: Optional[Classification] = None
 
     def request(self, model: Model) -> Optional[InferenceRequest]:
         """The InferenceRequest, or None when only inputs are set (fast path).
         Named outputs are the only ones the model computes."""
+        allocator = None
+        if self.shm_inputs or self.shm_outputs:
+            allocator = self._place_in_shared_memory(model._server)
         if (not self.request_id and self.correlation_id is None and not self.flags
                 and not self.priority and not self.timeout and not self.parameters
-                and self.outputs is None):
+                and self.outputs is None and allocator is None):
             return None
         request = InferenceRequest(
             model=model, request_id=self.request_id or None, flags=self.flags,
             correlation_id=self.correlation_id, priority=self.priority, timeout=self.timeout,
-            inputs=self.inputs, parameters=self.parameters)
+            inputs=self.inputs, parameters=self.parameters, output_memory_allocator=allocator)
         setattr(request, "_requested_outputs", self.outputs)  # noqa: B010 - not a field
+        if self.classification is not None:
+            self.classification.attach(request, model)
         return request
+
+    def _place_in_shared_memory(self, server: Server) -> Any:
+        """Inputs in regions become views of them (in place); returns the
+        allocator writing outputs into theirs (None if none is)."""
+        registry = server._shared_memory()
+        for name, ref in self.shm_inputs.items():
+            place = registry.slice(ref.region, ref.offset, ref.byte_size)
+            tensor = tensor_from_buffer(name, ref.datatype, ref.shape, place.view, 0,
+                                        ref.byte_size)
+            self.inputs[name] = tensor
+        self.shm_inputs = {}
+        if not self.shm_outputs:
+            return None
+        return SystemSharedMemoryOutputs(registry, {
+            name: (ref.region, ref.offset, ref.byte_size)
+            for name, ref in self.shm_outputs.items()})
+
+
+@dataclass
+class ShmRef:
+    """A tensor's place in a system shared memory region, as a request gives it."""
+
+    region: str
+    offset: int
+    byte_size: int
+    datatype: str = ""
+    shape: list[int] = field(default_factory=list)
 
 
 def sequence_flag(key: str, value: Any) -> int:
@@ -516,6 +555,8 @@ async def infer_once(server: Server, call: Call,
     if response is None:
         raise InternalError("the model sent no response")
     select_outputs(response, call.outputs, call.model_name)
+    if call.classification is not None:
+        call.classification.apply(response)
     return response, entry
 
 

@@ -36,7 +36,9 @@ from tritonserver import (
     UnsupportedError,
 )
 from tritonserver._enum_names import named
+from tritonserver._shared_memory import cuda_register_refusal, cuda_status
 from tritonserver.frontends import _common as c
+from tritonserver.frontends._classification import Classification, grpc_count
 from tritonserver.frontends._frontend import (
     Frontend,
     check_bool,
@@ -177,23 +179,35 @@ def _call_from_request(request: Any) -> tuple[c.Call, bool]:
         # As Triton: an input that also has contents is named first (clients
         # match that text), then a count that does not match.
         for tensor in request.inputs:
-            if tensor.HasField("contents"):
+            if tensor.HasField("contents") and "shared_memory_region" not in tensor.parameters:
                 raise InvalidArgumentError(
                     f"contents field must not be specified when using raw_input_contents for "
                     f"'{tensor.name}' for model '{call.model_name}'")
-        if len(raw) != len(request.inputs):
-            raise InvalidArgumentError(f"expected {len(request.inputs)} raw_input_contents "
+        # One raw_input_contents per input not in shared memory, in order.
+        expected = sum("shared_memory_region" not in t.parameters for t in request.inputs)
+        if len(raw) != expected:
+            raise InvalidArgumentError(f"expected {expected} raw_input_contents "
                                        f"(one per input), got {len(raw)}")
-    for index, tensor in enumerate(request.inputs):
+    index = 0
+    for tensor in request.inputs:
         name = tensor.name
         if name in call.inputs:
             raise InvalidArgumentError(f"input '{name}' is given twice")
-        if "shared_memory_region" in tensor.parameters:
-            raise UnsupportedError("shared memory is not served by this frontend")
+        ref = _shm_place(tensor)
         datatype = c.check_datatype(name, tensor.datatype)
         shape = list(tensor.shape)
-        if raw:
+        if ref is not None:
+            if tensor.HasField("contents"):
+                raise InvalidArgumentError(
+                    f"unexpected 'content' provided when using shared memory for input tensor "
+                    f"'{name}' for model '{call.model_name}'")
+            c.element_count(name, shape)
+            ref.datatype, ref.shape = datatype, shape
+            call.shm_inputs[name] = ref
+            call.inputs[name] = None  # a view of the region, when the request is made
+        elif raw:
             data = raw[index]
+            index += 1
             call.inputs[name] = c.tensor_from_buffer(name, datatype, shape, data, 0, len(data))
         elif tensor.HasField("contents"):
             call.inputs[name] = _tensor_from_contents(name, datatype, shape, tensor.contents)
@@ -203,14 +217,54 @@ def _call_from_request(request: Any) -> tuple[c.Call, bool]:
     if request.outputs:
         names = []
         for output in request.outputs:
-            if "shared_memory_region" in output.parameters:
-                raise UnsupportedError("shared memory is not served by this frontend")
-            if "classification" in output.parameters and \
-                    _parameter_value(output.parameters["classification"]):
-                raise UnsupportedError("classification outputs are not served by this frontend")
+            ref = _shm_place(output)
+            if ref is not None:
+                if "classification" in output.parameters:
+                    raise InvalidArgumentError("output can't set both 'shared_memory_region' "
+                                               "and 'classification'")
+                call.shm_outputs[output.name] = ref
+            count = grpc_count(output.parameters)
+            if count is not None:
+                call.classification = Classification.including(
+                    call.classification, output.name, count)
             names.append(output.name)
         call.outputs = names
     return call, empty_final
+
+
+def _shm_place(tensor: Any) -> Optional[c.ShmRef]:
+    """A tensor's shared_memory_* parameters, None without them (Triton's texts)."""
+    params = tensor.parameters
+    region = params.get("shared_memory_region")
+    if region is None:
+        for key in ("shared_memory_offset", "shared_memory_byte_size"):
+            if key in params:
+                raise InvalidArgumentError(
+                    f"'{key}' can not be specified without 'shared_memory_region' parameter "
+                    f"for tensor '{tensor.name}'")
+        return None
+    if region.WhichOneof("parameter_choice") != "string_param":
+        raise InvalidArgumentError(
+            f"invalid value type for 'shared_memory_region' parameter for tensor "
+            f"'{tensor.name}', expected string_param.")
+    numbers = []
+    for key in ("shared_memory_offset", "shared_memory_byte_size"):
+        p = params.get(key)
+        if p is None:
+            if key == "shared_memory_byte_size":
+                raise InvalidArgumentError(
+                    f"'shared_memory_byte_size' must be specified along with "
+                    f"'shared_memory_region' parameter for tensor '{tensor.name}'")
+            numbers.append(0)
+            continue
+        if p.WhichOneof("parameter_choice") != "int64_param":
+            raise InvalidArgumentError(
+                f"invalid value type for '{key}' parameter for tensor '{tensor.name}', "
+                f"expected int64_param.")
+        if p.int64_param < 0:
+            raise InvalidArgumentError(f"'{key}' of tensor '{tensor.name}' is negative")
+        numbers.append(p.int64_param)
+    return c.ShmRef(region.string_param, numbers[0], numbers[1])
 
 
 def _tensor_from_contents(name: str, datatype: str, shape: list[int], contents: Any) -> Any:
@@ -263,7 +317,8 @@ def _infer_response(m: Messages, response: Any, call: c.Call, version: str) -> A
         o.name = name
         o.datatype = c.DATATYPE_NAME[int(tensor.data_type)]
         o.shape.extend(c.shape_list(tensor))
-        raw.append(_tensor_raw(tensor))
+        # An output written into its region gets empty contents, as in Triton.
+        raw.append(b"" if name in call.shm_outputs else _tensor_raw(tensor))
     return out
 
 
@@ -461,6 +516,35 @@ class _Service:
                 target.string_param = value
         return out
 
+    def shm_status(self, request: Any, context: Any) -> Any:
+        out = self.m.SystemSharedMemoryStatusResponse()
+        for region in self.server.system_shared_memory_status(request.name or None):
+            entry = out.regions[region["name"]]
+            entry.name = region["name"]
+            entry.key = region["key"]
+            entry.offset = region["offset"]
+            entry.byte_size = region["byte_size"]
+        return out
+
+    def shm_register(self, request: Any, context: Any) -> Any:
+        self.server.register_system_shared_memory(request.name, request.key,
+                                                  request.byte_size, request.offset)
+        return self.m.SystemSharedMemoryRegisterResponse()
+
+    def shm_unregister(self, request: Any, context: Any) -> Any:
+        self.server.unregister_system_shared_memory(request.name or None)
+        return self.m.SystemSharedMemoryUnregisterResponse()
+
+    def cuda_shm_status(self, request: Any, context: Any) -> Any:
+        cuda_status(self.server._shared_memory(), request.name or None)
+        return self.m.CudaSharedMemoryStatusResponse()  # no CUDA regions
+
+    def cuda_shm_register(self, request: Any, context: Any) -> Any:
+        raise cuda_register_refusal(request.name)
+
+    def cuda_shm_unregister(self, request: Any, context: Any) -> Any:
+        return self.m.CudaSharedMemoryUnregisterResponse()  # no CUDA regions: nothing to do
+
     def unsupported(self, request: Any, context: Any) -> Any:
         raise UnsupportedError("this frontend does not serve trace settings or shared memory")
 
@@ -492,6 +576,8 @@ class _Service:
         if response is None:
             raise InternalError("the model sent no response")
         c.select_outputs(response, call.outputs, call.model_name)
+        if call.classification is not None:
+            call.classification.apply(response)
         if self.compress:
             import grpc  # type: ignore[import-untyped, unused-ignore]
 
@@ -597,6 +683,8 @@ class _Service:
                 message.parameters["triton_final_response"].bool_param = True
                 return m.ModelStreamInferResponse(infer_response=message)
             c.select_outputs(response, call.outputs, call.model_name)
+            if call.classification is not None:
+                call.classification.apply(response)
             message = _infer_response(m, response, call, sent.version)
             message.parameters["triton_final_response"].bool_param = response.final
             return m.ModelStreamInferResponse(infer_response=message)
@@ -680,10 +768,15 @@ class _Service:
             unary("TraceSetting", P.TRACE, self.unsupported, m.TraceSettingRequest,
                   m.TraceSettingResponse),
         ])
+        shm = {"System": {"Status": self.shm_status, "Register": self.shm_register,
+                          "Unregister": self.shm_unregister},
+               "Cuda": {"Status": self.cuda_shm_status, "Register": self.cuda_shm_register,
+                        "Unregister": self.cuda_shm_unregister}}
         for kind in ("System", "Cuda"):
             for action in ("Status", "Register", "Unregister"):
                 name = f"{kind}SharedMemory{action}"
-                table.update([unary(name, P.SHM_MEMORY, self.unsupported,
+                handler = shm[kind][action]
+                table.update([unary(name, P.SHM_MEMORY, handler,
                                     getattr(m, name + "Request"), getattr(m, name + "Response"))])
         table["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(
             self.model_stream_infer,

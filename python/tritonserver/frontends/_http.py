@@ -27,8 +27,10 @@ from tritonserver import (
     Server,
     UnsupportedError,
 )
+from tritonserver._shared_memory import cuda_register_refusal, cuda_status
 from tritonserver.frontends import _common as c
 from tritonserver.frontends import _json
+from tritonserver.frontends._classification import Classification, http_count
 from tritonserver.frontends._frontend import AsgiFrontend
 from tritonserver.frontends._restricted import (
     Protocols,
@@ -52,7 +54,7 @@ BINARY_TYPE = b"application/octet-stream"
 SSE_TYPE = b"text/event-stream; charset=utf-8"
 HEADER_LENGTH = b"inference-header-content-length"
 # Extensions of the core's list that these frontends do not serve.
-UNSERVED_EXTENSIONS = {"system_shared_memory", "cuda_shared_memory", "trace", "classification"}
+UNSERVED_EXTENSIONS = {"cuda_shared_memory", "trace"}
 
 _json_bytes = _json.dumps
 
@@ -400,6 +402,53 @@ class _Api:
             settings = c.log_settings(server)
         return _ok_json(settings.__dict__)
 
+    async def shm_status(self, scope: Scope, receive: Receive, send: Send, server: Server,
+                         region_name: Optional[str] = None) -> Reply:
+        return _ok_json(server.system_shared_memory_status(region_name))
+
+    async def shm_register(self, scope: Scope, receive: Receive, send: Send, server: Server,
+                           region_name: str) -> Reply:
+        request = await self._json_body(scope, receive, "register")
+        if "key" not in request:
+            raise InvalidArgumentError("Shared memory register request has no 'key' field")
+        key = request["key"]
+        if not isinstance(key, str):
+            raise InvalidArgumentError("Unable to parse 'key': expected a string")
+        numbers = {}
+        for field_name in ("offset", "byte_size"):
+            if field_name not in request:
+                if field_name == "offset":
+                    numbers[field_name] = 0
+                    continue
+                raise InvalidArgumentError(
+                    "Shared memory register request has no 'byte_size' field")
+            value = request[field_name]
+            if isinstance(value, bool) or not isinstance(value, int) or \
+                    not 0 <= value < 1 << 63:
+                raise InvalidArgumentError(
+                    f"Unable to parse '{field_name}': expected an unsigned integer")
+            numbers[field_name] = value
+        server.register_system_shared_memory(region_name, key, numbers["byte_size"],
+                                             numbers["offset"])
+        return 200, JSON_TYPE, b"", []
+
+    async def shm_unregister(self, scope: Scope, receive: Receive, send: Send, server: Server,
+                             region_name: Optional[str] = None) -> Reply:
+        server.unregister_system_shared_memory(region_name)
+        return 200, JSON_TYPE, b"", []
+
+    async def cuda_shm_status(self, scope: Scope, receive: Receive, send: Send,
+                              server: Server, region_name: Optional[str] = None) -> Reply:
+        return _ok_json(cuda_status(server._shared_memory(), region_name))
+
+    async def cuda_shm_register(self, scope: Scope, receive: Receive, send: Send,
+                                server: Server, region_name: str) -> Reply:
+        raise cuda_register_refusal(region_name)
+
+    async def cuda_shm_unregister(self, scope: Scope, receive: Receive, send: Send,
+                                  server: Server, region_name: Optional[str] = None) -> Reply:
+        return 200, JSON_TYPE, b"", []  # there are no CUDA regions: nothing to do, as Triton
+
     async def unsupported(self, scope: Scope, receive: Receive, send: Send, server: Server,
                           **_: str) -> Reply:
         raise UnsupportedError(f"{scope['path']}: this frontend does not serve trace settings "
@@ -500,11 +549,12 @@ class _Api:
                         if not isinstance(binary, bool):
                             raise InvalidArgumentError(
                                 f"output '{name}': 'binary_data' must be a boolean")
-                    if params.get("classification"):
-                        raise UnsupportedError(
-                            "classification outputs are not served by this frontend")
                     if "shared_memory_region" in params:
-                        raise UnsupportedError("shared memory is not served by this frontend")
+                        call.shm_outputs[name] = _shm_output(params)
+                    count = http_count(params)
+                    if count:
+                        call.classification = Classification.including(
+                            call.classification, name, count)
                 names.append(name)
                 kinds[name] = binary
             call.outputs = names
@@ -557,7 +607,9 @@ class _Api:
             if not isinstance(params, dict):
                 raise InvalidArgumentError(f"input '{name}': 'parameters' must be an object")
             if "shared_memory_region" in params:
-                raise UnsupportedError("shared memory is not served by this frontend")
+                call.shm_inputs[name] = _shm_input(name, entry, params, datatype, shape)
+                call.inputs[name] = None  # a view of the region, when the request is made
+                return offset
             if "binary_data_size" in params:
                 size = params["binary_data_size"]
                 if isinstance(size, bool) or not isinstance(size, int) or size < 0:
@@ -633,7 +685,9 @@ class _Api:
             out: dict[str, Any] = {"name": name, "datatype": datatype,
                                    "shape": c.shape_list(tensor)}
             binary = default_binary if kinds is None else kinds[name]
-            if binary:
+            if name in call.shm_outputs:
+                pass  # written into its region: neither data nor parameters, as Triton
+            elif binary:
                 view = c.tensor_bytes(tensor)
                 out["parameters"] = {"binary_data_size": len(view)}
                 if len(view):
@@ -689,6 +743,46 @@ class _Api:
             return None
         finally:
             iterator.cancel()
+
+
+def _shm_place(params: dict[str, Any]) -> c.ShmRef:
+    """A tensor's shared_memory_* parameters (Triton's texts)."""
+    region = params["shared_memory_region"]
+    if not isinstance(region, str):
+        raise InvalidArgumentError("Unable to parse 'shared_memory_region'")
+    numbers = []
+    for key in ("shared_memory_offset", "shared_memory_byte_size"):
+        value = params.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 63:
+            raise InvalidArgumentError(f"Unable to parse '{key}'")
+        numbers.append(value)
+    return c.ShmRef(region, numbers[0], numbers[1])
+
+
+def _shm_input(name: str, entry: dict[str, Any], params: dict[str, Any], datatype: str,
+               shape: list[Any]) -> c.ShmRef:
+    given = [what for what, present in (("'data'", "data" in entry),
+                                         ("'binary_data_size'", "binary_data_size" in params))
+             if present]
+    if given:
+        raise InvalidArgumentError(
+            "Input must set only one of the following fields: 'data', 'binary_data_size' in "
+            "'parameters', 'shared_memory_region' in 'parameters'. But set "
+            + " ".join(given) + " 'shared_memory_region'")
+    ref = _shm_place(params)
+    c.element_count(name, shape)
+    ref.datatype, ref.shape = datatype, shape
+    return ref
+
+
+def _shm_output(params: dict[str, Any]) -> c.ShmRef:
+    if params.get("classification"):
+        raise InvalidArgumentError(
+            "Output can't set both 'shared_memory_region' and 'classification'")
+    if params.get("binary_data") is True:
+        raise InvalidArgumentError(
+            "Output can't set both 'shared_memory_region' and 'binary_data'")
+    return _shm_place(params)
 
 
 def _generate_call(model: Any, model_name: str, version: int, request: dict[str, Any]) -> c.Call:
@@ -928,8 +1022,23 @@ def create_http_app(server: c.ServerLike, settings: Optional[HttpSettings] = Non
         ("/v2/logging", api.logging, Protocols.LOGGING, both),
         ("/v2/trace/setting", api.unsupported, Protocols.TRACE, both),
         (m + "/trace/setting", api.unsupported, Protocols.TRACE, both),
-        ("/v2/systemsharedmemory/{rest:path}", api.unsupported, Protocols.SHM_MEMORY, both),
-        ("/v2/cudasharedmemory/{rest:path}", api.unsupported, Protocols.SHM_MEMORY, both),
+        ("/v2/systemsharedmemory/status", api.shm_status, Protocols.SHM_MEMORY, get),
+        ("/v2/systemsharedmemory/region/{region_name}/status", api.shm_status,
+         Protocols.SHM_MEMORY, get),
+        ("/v2/systemsharedmemory/region/{region_name}/register", api.shm_register,
+         Protocols.SHM_MEMORY, post),
+        ("/v2/systemsharedmemory/unregister", api.shm_unregister, Protocols.SHM_MEMORY, post),
+        ("/v2/systemsharedmemory/region/{region_name}/unregister", api.shm_unregister,
+         Protocols.SHM_MEMORY, post),
+        ("/v2/cudasharedmemory/status", api.cuda_shm_status, Protocols.SHM_MEMORY, get),
+        ("/v2/cudasharedmemory/region/{region_name}/status", api.cuda_shm_status,
+         Protocols.SHM_MEMORY, get),
+        ("/v2/cudasharedmemory/region/{region_name}/register", api.cuda_shm_register,
+         Protocols.SHM_MEMORY, post),
+        ("/v2/cudasharedmemory/unregister", api.cuda_shm_unregister, Protocols.SHM_MEMORY,
+         post),
+        ("/v2/cudasharedmemory/region/{region_name}/unregister", api.cuda_shm_unregister,
+         Protocols.SHM_MEMORY, post),
     ]
     for path, handler, protocol, methods in table:
         endpoint = _Endpoint(api, handler, protocol, methods)
