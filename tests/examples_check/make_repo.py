@@ -32,7 +32,8 @@ import subprocess
 import sys
 from typing import Optional
 
-SERVER_MIRROR = "/work/.mirror/triton-inference-server+server/repo"
+# A git clone (bare is fine) of github.com/triton-inference-server/server.
+SERVER_MIRROR = os.environ.get("TRITON_SERVER_GIT", "")
 LABELS_PATH = "docs/examples/model_repository/densenet_onnx/densenet_labels.txt"
 VULTURE_INDEX = 23  # line 24 of densenet_labels.txt
 
@@ -387,6 +388,9 @@ def main() -> int:
                    help="without the stand-in, still write densenet_onnx/config.pbtxt")
     p.add_argument("--server-mirror", default=SERVER_MIRROR)
     args = p.parse_args()
+    if not args.server_mirror:
+        p.error("name the git clone of Triton's server repository: --server-mirror or "
+                "TRITON_SERVER_GIT")
     problem = build(args.folder, args.http, not args.no_densenet, args.server_mirror,
                     args.placeholder)
     if problem:

@@ -47,7 +47,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import make_repo  # noqa: E402
 
-CLIENT_MIRROR = "/work/.mirror/triton-inference-server+client/repo"
+# A git clone (bare is fine) of github.com/triton-inference-server/client.
+CLIENT_MIRROR = os.environ.get("TRITON_CLIENT_GIT", "")
 EXAMPLES = "src/python/examples"
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 180
@@ -485,6 +486,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--timeout", type=float, default=180, help="seconds per program run")
     p.add_argument("--tail", type=int, default=40, help="output lines shown per failure")
     args = p.parse_args(argv)
+    if not args.client_mirror or not args.server_mirror:
+        p.error("name the git clones of Triton's client and server repositories: "
+                "--client-mirror/--server-mirror, or TRITON_CLIENT_GIT/TRITON_SERVER_GIT")
 
     rows = checks()
     if args.only:
