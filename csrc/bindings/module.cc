@@ -16,6 +16,7 @@ void RegisterRequest(py::module_& m);
 void RegisterResponseRecord(py::module_& m);
 void RegisterServer(py::module_& m);
 void RegisterServerOptions(py::module_& m);
+void RegisterTrace(py::module_& m);
 }  // namespace tritonpy
 
 PYBIND11_MODULE(triton_bindings, m) {
@@ -27,6 +28,7 @@ PYBIND11_MODULE(triton_bindings, m) {
   tritonpy::RegisterServer(m);
   tritonpy::RegisterLoopNotifier(m);
   tritonpy::RegisterResponseRecord(m);
+  tritonpy::RegisterTrace(m);
   tritonpy::RegisterRequest(m);
   tritonpy::RegisterDlpack(m);
 }

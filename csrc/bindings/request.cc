@@ -165,10 +165,18 @@ void Request::Send() {
   Check(api.TRITONSERVER_InferenceRequestSetResponseCallback(
       r, allocator, allocator_userp, &ResponseQueue::OnComplete, holder.get()));
   Check(api.TRITONSERVER_InferenceRequestSetReleaseCallback(r, &Request::OnRelease, this));
+  // Last before sending: nothing may fail between creating the trace and
+  // handing it over (or abandoning it below).
+  TRITONSERVER_InferenceTrace* trace = nullptr;
+  std::shared_ptr<TraceRecorder> recorder;
+  if (trace_sink_ != nullptr && trace_level_ != 0) {
+    recorder = TraceRecorder::Start(trace_level_, trace_sink_, &trace);
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     sent_ = true;
     request_ = r;
+    trace_ = recorder;
     in_flight_ = shared_from_this();
     in_flight_count_ = server->in_flight();
     in_flight_count_->fetch_add(1);
@@ -178,13 +186,16 @@ void Request::Send() {
     // Callbacks may run on this very thread inside InferAsync (a cache hit,
     // an early error) and take the GIL; the core never needs ours.
     py::gil_scoped_release unlocked;
-    err = api.TRITONSERVER_ServerInferAsync(server->get(), r, nullptr);
+    err = api.TRITONSERVER_ServerInferAsync(server->get(), r, trace);
   }
   if (err != nullptr) {
+    if (recorder != nullptr) recorder->Abandon();
     // Refused: no callback will come and the request is still ours.
     std::shared_ptr<Request> self;
+    std::shared_ptr<TraceRecorder> refused_trace;  // goes after the lock
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      refused_trace = std::move(trace_);
       self = std::move(in_flight_);
       request_ = nullptr;
       sent_ = false;
@@ -196,6 +207,17 @@ void Request::Send() {
   server->Track(queue);
   guard.r = nullptr;  // the core's now, until OnRelease
   holder.release();   // freed by OnComplete at the final response
+}
+
+bool Request::CaptureTimestamp(const std::string& name, uint64_t timestamp_ns) {
+  std::shared_ptr<TraceRecorder> trace;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    trace = trace_;
+  }
+  if (trace == nullptr) return false;
+  trace->Capture(name, timestamp_ns);
+  return true;
 }
 
 void Request::Cancel() {
@@ -342,6 +364,13 @@ void RegisterRequest(py::module_& m) {
           },
           py::arg("allocator"), py::arg("preferred_type") = -1, py::arg("preferred_id") = 0)
       .def(
+          "set_trace",
+          [](R& r, uint32_t level, std::shared_ptr<TraceSink> sink) {
+            r.request().SetTrace(level, std::move(sink));
+          },
+          py::arg("level"), py::arg("sink"),
+          "Send with a core trace at `level` (trace level flags); its records go to `sink`.")
+      .def(
           "set_classify", [](R& r, bool v) { r.queue().SetClassify(v); }, py::arg("classify"),
           "Read the first output's class labels of each response.")
       .def(
@@ -372,6 +401,15 @@ void RegisterRequest(py::module_& m) {
           "when a response is already there.")
       .def(
           "send", [](R& r) { r.request().Send(); }, "Hand the request to the core.")
+      .def(
+          "trace_timestamp",
+          [](R& r, const std::string& name, uint64_t timestamp_ns) {
+            return r.request().CaptureTimestamp(name, timestamp_ns);
+          },
+          py::arg("name"), py::arg("timestamp_ns"),
+          "Record a timestamp (time.monotonic_ns(), the core's clock) in the request's trace; "
+          "False when it was not sent with one. The trace is written once the core released "
+          "it and this request is gone.")
       .def("cancel", [](R& r) { r.request().Cancel(); })
       .def(
           "try_pop", [](R& r) { return r.queue().TryPop(); },

@@ -25,6 +25,7 @@
 
 #include "bindings/response_queue.h"
 #include "bindings/server.h"
+#include "bindings/trace.h"
 #include "pyinterop/parameters.h"
 #include "pyinterop/ref.h"
 #include "triton/tritonserver.h"
@@ -81,6 +82,16 @@ class Request : public std::enable_shared_from_this<Request> {
   // `preferred_type` >= 0 replaces the memory type the core asks for.
   void SetAllocator(pybind11::object allocator, int preferred_type, int64_t preferred_id);
   void AddInput(Input input, pybind11::object owner);
+  // Sends the request with a core trace at `level` (TRITONSERVER_InferenceTraceLevel
+  // flags) whose finished records go to `sink`.
+  void SetTrace(uint32_t level, std::shared_ptr<TraceSink> sink) {
+    Unsent();
+    trace_level_ = level;
+    trace_sink_ = std::move(sink);
+  }
+  // Records a timestamp taken outside the core in the request's trace;
+  // false when the request was not sent with one.
+  bool CaptureTimestamp(const std::string& name, uint64_t timestamp_ns);
 
   // Creates the core request and hands it to the core.
   void Send();
@@ -109,12 +120,15 @@ class Request : public std::enable_shared_from_this<Request> {
   std::shared_ptr<ResponseQueue> queue_;
   int preferred_type_ = -1;
   int64_t preferred_id_ = 0;
+  uint32_t trace_level_ = 0;
+  std::shared_ptr<TraceSink> trace_sink_;  // null: not traced
 
   mutable std::mutex mutex_;
   bool sent_ = false;
   TRITONSERVER_InferenceRequest* request_ = nullptr;  // the core's, while in flight
   std::vector<pyinterop::OwnedRef> owners_;           // of the input data
   std::shared_ptr<Request> in_flight_;                // self, while the core holds it
+  std::shared_ptr<TraceRecorder> trace_;              // sent with a trace: its records
 };
 
 void RegisterRequest(pybind11::module_& m);

@@ -99,6 +99,7 @@ class InferenceRequest:
         if self._label_outputs is not None:
             request.set_label_outputs(*self._label_outputs)
         _add_inputs(request, model, self.inputs)
+        _trace(model, request)
         return request, self.response_queue, self.request_id
 
 
@@ -125,6 +126,7 @@ def submission(model: "Model", request: Optional[InferenceRequest],
                     _add_others(c_request, model, inputs, others)
             else:
                 _add_inputs(c_request, model, inputs)
+            _trace(model, c_request)
             return c_request, None, None
         return InferenceRequest(model=model, **kwargs)._submission()
     if kwargs:
@@ -133,6 +135,14 @@ def submission(model: "Model", request: Optional[InferenceRequest],
         raise InvalidArgumentError(
             f"inference_request must be an InferenceRequest, not {type(request).__name__}")
     return request._submission()
+
+
+def _trace(model: "Model", request: Any) -> None:
+    """Sends `request` with a core trace when its server's trace setting
+    samples it (tritonserver._trace; nothing to do while tracing is off)."""
+    tracing = model._server.__dict__.get("_trace")
+    if tracing is not None and tracing.active:
+        tracing.attach(request, model.name)
 
 
 def _classify(value: Any) -> bool:

@@ -158,6 +158,21 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--metrics-port", type=_port, default=8002)
     g.add_argument("--metrics-interval-ms", type=_uint, default=2000)
 
+    g = p.add_argument_group("tracing")
+    g.add_argument("--trace-config", action="append", default=[],
+                   metavar="[<mode>,]<setting>=<value>",
+                   help="as the executable's (repeatable): level=<OFF|TIMESTAMPS|TENSORS>, "
+                        "rate=<N>, count=<N>, triton,file=<path>, triton,log-frequency=<N>; "
+                        "mode triton only (docs/serving.md, Tracing)")
+    for flag, help_text in (("--trace-file", "deprecated: --trace-config triton,file="),
+                            ("--trace-rate", "deprecated: --trace-config rate="),
+                            ("--trace-count", "deprecated: --trace-config count="),
+                            ("--trace-log-frequency",
+                             "deprecated: --trace-config triton,log-frequency=")):
+        g.add_argument(flag, default=None, help=help_text)
+    g.add_argument("--trace-level", action="append", default=[],
+                   help="deprecated: --trace-config level=")
+
     g = p.add_argument_group(
         "Ray Serve (--ray; the ray extra)",
         "Serve the repository from replicas on a Ray cluster behind Ray's HTTP proxy "

@@ -9,7 +9,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Optional, cast
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 from tritonserver import _instances, _load_reasons, _runtime
 from tritonserver._c import triton_bindings as _bindings
@@ -19,6 +19,9 @@ from tritonserver._errors import (InternalError, InvalidArgumentError, InvalidAr
 from tritonserver._metrics import prometheus_to_json
 from tritonserver._model import Model
 from tritonserver._options import Options
+
+if TYPE_CHECKING:
+    from tritonserver._trace import Tracing
 
 _server_ids = itertools.count()
 # How long a stop waits after a reload (Server._wait_for_replaced_models).
@@ -142,19 +145,29 @@ class Server:
         server, self._server = self._server, None
         if server is not None:
             try:
-                gone = self._unload_all(server)
-                if gone is None:  # POLL mode: the core unloads and waits itself
-                    server.stop()
-                elif gone:  # nothing left to wait for, but a failed reload's stale entry
-                    self._wait_for_replaced_models()
-                    server.stop(models_gone=True,
-                                exit_timeout_s=0 if self._failed_reloads else None)
-                else:  # the exit timeout is spent already: the core gives up at once
-                    server.stop(exit_timeout_s=0)
-            except UnavailableError:
-                _runtime.finish_at_exit(self.options.exit_timeout)  # the work goes on meanwhile
-                raise
+                self._stop_core(server)
+            finally:
+                # Every trace is finished once the core stopped: the files
+                # get what is left (the settings end with the server).
+                tracing = self.__dict__.pop("_trace", None)
+                if tracing is not None:
+                    tracing.close()
         return self
+
+    def _stop_core(self, server: _bindings.Server) -> None:
+        try:
+            gone = self._unload_all(server)
+            if gone is None:  # POLL mode: the core unloads and waits itself
+                server.stop()
+            elif gone:  # nothing left to wait for, but a failed reload's stale entry
+                self._wait_for_replaced_models()
+                server.stop(models_gone=True,
+                            exit_timeout_s=0 if self._failed_reloads else None)
+            else:  # the exit timeout is spent already: the core gives up at once
+                server.stop(exit_timeout_s=0)
+        except UnavailableError:
+            _runtime.finish_at_exit(self.options.exit_timeout)  # the work goes on meanwhile
+            raise
 
     def __enter__(self) -> "Server":
         if self._server is None:
@@ -327,6 +340,76 @@ class Server:
         from tritonserver._shared_memory import SystemSharedMemoryOutputs
 
         return SystemSharedMemoryOutputs(self._shared_memory(), placements)
+
+    # ---- Trace settings (tritonserver._trace) ---------------------------------------------
+
+    def configure_tracing(self, trace_file: str = "", trace_level: Any = ("OFF",),
+                          trace_rate: int = 1000, trace_count: int = -1,
+                          log_frequency: int = 0) -> dict[str, Any]:
+        """Set the startup trace settings, as the executable's ``--trace-config``
+        flags do: the global setting, and what a cleared (None) global field
+        returns to; drops every model's setting. ``trace_level``: "OFF",
+        "TIMESTAMPS", "TENSORS" or a list of them. Returns the global setting
+        (as trace_settings()). Traces are written as Triton writes them
+        (docs/serving.md, "Tracing")."""
+        from tritonserver._trace import TENSORS, TIMESTAMPS
+
+        names = [trace_level] if isinstance(trace_level, str) else list(trace_level)
+        level = 0
+        for name in names:
+            if name not in ("OFF", "TIMESTAMPS", "TENSORS"):
+                raise InvalidArgumentError(
+                    f"trace_level must be OFF, TIMESTAMPS or TENSORS, got {name!r}")
+            level |= {"OFF": 0, "TIMESTAMPS": TIMESTAMPS, "TENSORS": TENSORS}[name]
+        if "OFF" in names:
+            level = 0
+        for key, value in (("trace_rate", trace_rate), ("trace_count", trace_count),
+                           ("log_frequency", log_frequency)):
+            if isinstance(value, bool) or not isinstance(value, int) or \
+                    not -1 <= value < (1 << 32) or (value < 0 and key != "trace_count"):
+                raise InvalidArgumentError(f"{key} must be an int in range, got {value!r}")
+        if not isinstance(trace_file, str):
+            raise InvalidArgumentTypeError("trace_file must be a str")
+        self._tracing().configure(trace_file, level, trace_rate, trace_count, log_frequency)
+        return self.trace_settings()
+
+    def trace_settings(self, model_name: Optional[str] = None) -> dict[str, Any]:
+        """The trace setting in force for ``model_name`` (the global one when
+        None), as Triton's /v2/trace/setting answers: values are strings,
+        trace_level a list of them."""
+        self._check_traced_model(model_name)
+        return self._tracing().settings(model_name)
+
+    def update_trace_settings(self, settings: dict[str, Any],
+                              model_name: Optional[str] = None) -> dict[str, Any]:
+        """Change the global trace setting, or ``model_name``'s, as a POST to
+        /v2/trace/setting does (same keys and values; None clears a field);
+        returns the setting now in force. Numbers may be given as ints and
+        trace_level as one str here. The trace file is set by configure_tracing."""
+        from tritonserver._trace import parse_http
+
+        if not isinstance(settings, dict):
+            raise InvalidArgumentTypeError("settings must be a dict")
+        self._check_traced_model(model_name)
+        body = {key: (str(value) if isinstance(value, int) and not isinstance(value, bool)
+                      else [value] if key == "trace_level" and isinstance(value, str)
+                      else value)
+                for key, value in settings.items()}
+        self._tracing().update(model_name, parse_http(body))
+        return self._tracing().settings(model_name)
+
+    def _check_traced_model(self, model_name: Optional[str]) -> None:
+        if model_name and not self._handle().model_is_ready(model_name, -1):
+            raise InvalidArgumentError(f"Request for unknown model : {model_name}")
+
+    def _tracing(self) -> "Tracing":
+        """This server's trace settings, made on first use (tritonserver._trace)."""
+        tracing = self.__dict__.get("_trace")
+        if tracing is None:
+            from tritonserver._trace import Tracing
+
+            tracing = self.__dict__.setdefault("_trace", Tracing())
+        return cast("Tracing", tracing)
 
     def _shared_memory(self) -> Any:
         """This server's SharedMemoryRegistry, made at first use."""

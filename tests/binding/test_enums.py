@@ -22,6 +22,8 @@ ENUMS = {
     "TRITONSERVER_ModelBatchFlag": "ModelBatchFlag", "TRITONSERVER_ModelIndexFlag": "ModelIndexFlag",
     "TRITONSERVER_ModelTxnPropertyFlag": "ModelTxnPropertyFlag",
     "TRITONSERVER_ModelControlMode": "ModelControlMode", "TRITONSERVER_RateLimitMode": "RateLimitMode",
+    "TRITONSERVER_InferenceTraceLevel": "InferenceTraceLevel",
+    "TRITONSERVER_InferenceTraceActivity": "InferenceTraceActivity",
 }
 
 

@@ -76,6 +76,7 @@ def test_server_metadata(client, endpoints):
     assert "model_repository" in metadata["extensions"]
     # What these frontends do not serve is not announced.
     assert "cuda_shared_memory" not in metadata["extensions"]
+    assert "trace" in metadata["extensions"]
     assert "system_shared_memory" in metadata["extensions"]
 
 
@@ -368,7 +369,8 @@ def test_aio_client(endpoints):
      b'{"inputs":[{"name":"IN","datatype":"INT32","shape":[1],"data":[1]}]}', 501),
     ("GET", "/v2/models/identity_fp32/infer", b"", 405),
     ("GET", "/v2/no/such/path", b"", 404),
-    ("GET", "/v2/trace/setting", b"", 501),
+    ("POST", "/v2/trace/setting", b'{"trace_file":"x"}', 501),
+    ("POST", "/v2/models/no_such_model/trace/setting", b"{}", 400),
     ("POST", "/v2/systemsharedmemory/region/r/register", b"{}", 400),
     ("GET", "/v2/systemsharedmemory/region/r/status", b"", 404),
     ("GET", "/v2/systemsharedmemory/region/r/register", b"", 405),

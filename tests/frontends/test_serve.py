@@ -183,6 +183,9 @@ def test_serve_says_which_models_failed_when_live_but_not_ready(tmp_path):
                   "--metrics-interval-ms", "20000")
     try:
         serve.wait_ready()
+        # The lines after the first of the message may still be on their way.
+        support.wait_until(lambda: "unable to find backend library" in serve.output(),
+                           what="the failed model's reason")
         out = serve.output()
         assert "tritonserver serve: ready" not in out
         assert "tritonserver serve: live but not ready (/v2/health/ready answers 400): models " \

@@ -152,6 +152,28 @@ typedef enum tritonserver_ratelimitmode_enum {
   TRITONSERVER_RATE_LIMIT_EXEC_COUNT = 1
 } TRITONSERVER_RateLimitMode;
 
+typedef enum tritonserver_tracelevel_enum {
+  TRITONSERVER_TRACE_LEVEL_DISABLED = 0,
+  TRITONSERVER_TRACE_LEVEL_MIN = 1,
+  TRITONSERVER_TRACE_LEVEL_MAX = 2,
+  TRITONSERVER_TRACE_LEVEL_TIMESTAMPS = 4,
+  TRITONSERVER_TRACE_LEVEL_TENSORS = 8
+} TRITONSERVER_InferenceTraceLevel;
+
+typedef enum tritonserver_traceactivity_enum {
+  TRITONSERVER_TRACE_REQUEST_START = 0,
+  TRITONSERVER_TRACE_QUEUE_START = 1,
+  TRITONSERVER_TRACE_COMPUTE_START = 2,
+  TRITONSERVER_TRACE_COMPUTE_INPUT_END = 3,
+  TRITONSERVER_TRACE_COMPUTE_OUTPUT_START = 4,
+  TRITONSERVER_TRACE_COMPUTE_END = 5,
+  TRITONSERVER_TRACE_REQUEST_END = 6,
+  TRITONSERVER_TRACE_TENSOR_QUEUE_INPUT = 7,
+  TRITONSERVER_TRACE_TENSOR_BACKEND_INPUT = 8,
+  TRITONSERVER_TRACE_TENSOR_BACKEND_OUTPUT = 9,
+  TRITONSERVER_TRACE_CUSTOM_ACTIVITY = 10
+} TRITONSERVER_InferenceTraceActivity;
+
 // ---- Callback signatures -----------------------------------------------------
 
 typedef TRITONSERVER_Error* (*TRITONSERVER_ResponseAllocatorAllocFn_t)(
@@ -180,6 +202,21 @@ typedef void (*TRITONSERVER_InferenceRequestReleaseFn_t)(
 typedef void (*TRITONSERVER_InferenceResponseCompleteFn_t)(
     TRITONSERVER_InferenceResponse* response, const uint32_t flags,
     void* userp);
+
+typedef void (*TRITONSERVER_InferenceTraceActivityFn_t)(
+    TRITONSERVER_InferenceTrace* trace,
+    TRITONSERVER_InferenceTraceActivity activity, uint64_t timestamp_ns,
+    void* userp);
+
+typedef void (*TRITONSERVER_InferenceTraceTensorActivityFn_t)(
+    TRITONSERVER_InferenceTrace* trace,
+    TRITONSERVER_InferenceTraceActivity activity, const char* name,
+    TRITONSERVER_DataType datatype, const void* base, size_t byte_size,
+    const int64_t* shape, uint64_t dim_count,
+    TRITONSERVER_MemoryType memory_type, int64_t memory_type_id, void* userp);
+
+typedef void (*TRITONSERVER_InferenceTraceReleaseFn_t)(
+    TRITONSERVER_InferenceTrace* trace, void* userp);
 
 // ---- Versions, types, logging ------------------------------------------------
 
@@ -253,6 +290,47 @@ TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_MetricsDelete(
 TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_MetricsFormatted(
     TRITONSERVER_Metrics* metrics, TRITONSERVER_MetricFormat format,
     const char** base, size_t* byte_size);
+
+// ---- Inference traces ----------------------------------------------------------
+
+TRITONSERVER_DECLSPEC const char* TRITONSERVER_InferenceTraceLevelString(
+    TRITONSERVER_InferenceTraceLevel level);
+TRITONSERVER_DECLSPEC const char* TRITONSERVER_InferenceTraceActivityString(
+    TRITONSERVER_InferenceTraceActivity activity);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceTraceNew(
+    TRITONSERVER_InferenceTrace** trace, TRITONSERVER_InferenceTraceLevel level,
+    uint64_t parent_id, TRITONSERVER_InferenceTraceActivityFn_t activity_fn,
+    TRITONSERVER_InferenceTraceReleaseFn_t release_fn, void* trace_userp);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceTraceTensorNew(
+    TRITONSERVER_InferenceTrace** trace, TRITONSERVER_InferenceTraceLevel level,
+    uint64_t parent_id, TRITONSERVER_InferenceTraceActivityFn_t activity_fn,
+    TRITONSERVER_InferenceTraceTensorActivityFn_t tensor_activity_fn,
+    TRITONSERVER_InferenceTraceReleaseFn_t release_fn, void* trace_userp);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error*
+TRITONSERVER_InferenceTraceReportActivity(TRITONSERVER_InferenceTrace* trace,
+                                          uint64_t timestamp,
+                                          const char* activity_name);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceTraceDelete(
+    TRITONSERVER_InferenceTrace* trace);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceTraceId(
+    TRITONSERVER_InferenceTrace* trace, uint64_t* id);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceTraceParentId(
+    TRITONSERVER_InferenceTrace* trace, uint64_t* parent_id);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceTraceModelName(
+    TRITONSERVER_InferenceTrace* trace, const char** model_name);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error*
+TRITONSERVER_InferenceTraceModelVersion(TRITONSERVER_InferenceTrace* trace,
+                                        int64_t* model_version);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceTraceRequestId(
+    TRITONSERVER_InferenceTrace* trace, const char** request_id);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error*
+TRITONSERVER_InferenceTraceSpawnChildTrace(
+    TRITONSERVER_InferenceTrace* trace,
+    TRITONSERVER_InferenceTrace** child_trace);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceTraceSetContext(
+    TRITONSERVER_InferenceTrace* trace, const char* trace_context);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceTraceContext(
+    TRITONSERVER_InferenceTrace* trace, const char** trace_context);
 
 // ---- Inference requests --------------------------------------------------------
 

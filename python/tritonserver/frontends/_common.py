@@ -464,6 +464,10 @@ class Call:
     shm_outputs: dict[str, ShmRef] = field(default_factory=dict)
     # Outputs asked for as their top classes (requested outputs, so never the fast path).
     classification: Optional[Classification] = None
+    # Tracing (tritonserver._trace): the frontend's timestamps taken before
+    # the request was sent, and the sent request when the core traces it.
+    trace_marks: Optional[list[tuple[str, int]]] = None
+    traced: Any = None
 
     def request(self, model: Model) -> Optional[InferenceRequest]:
         """The InferenceRequest, or None when only inputs are set (fast path).
@@ -540,6 +544,8 @@ async def infer_once(server: Server, call: Call,
     request = call.request(model)
     iterator = model.async_infer(request) if request is not None else \
         model.async_infer(inputs=call.inputs)
+    if call.trace_marks:
+        mark_sent(call, iterator._request)
     response = None
     try:
         async for r in iterator:
@@ -558,6 +564,31 @@ async def infer_once(server: Server, call: Call,
     if call.classification is not None:
         call.classification.apply(response)
     return response, entry
+
+
+def tracing(server: Server) -> bool:
+    """Whether a request to ``server`` may be traced (tritonserver._trace):
+    the frontends take their timestamps only then."""
+    trace = server.__dict__.get("_trace")
+    return trace is not None and bool(trace.active)
+
+
+def mark_sent(call: Call, request: Any) -> None:
+    """``request`` (the binding's) was sent for ``call``: its trace, if it
+    has one, gets the frontend's timestamps so far, and later ones (mark)."""
+    marks = call.trace_marks
+    if marks and request.trace_timestamp(*marks[0]):
+        for name, ns in marks[1:]:
+            request.trace_timestamp(name, ns)
+        call.traced = request
+
+
+def mark(call: Call, *marks: tuple[str, int]) -> None:
+    """Timestamps of a traced call taken after its request was sent (its
+    response sent back): the trace is written once ``call`` lets go."""
+    if call.traced is not None:
+        for name, ns in marks:
+            call.traced.trace_timestamp(name, ns)
 
 
 def model_version(entry: ModelEntry, requested: int) -> str:

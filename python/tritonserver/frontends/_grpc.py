@@ -516,6 +516,20 @@ class _Service:
                 target.string_param = value
         return out
 
+    def trace_setting(self, request: Any, context: Any) -> Any:
+        from tritonserver._trace import parse_grpc
+
+        c.check_running(self.server)
+        self.server._check_traced_model(request.model_name)
+        tracing = self.server._tracing()
+        if request.settings:
+            tracing.update(request.model_name, parse_grpc(
+                {key: list(v.value) for key, v in request.settings.items()}))
+        out = self.m.TraceSettingResponse()
+        for key, value in tracing.settings(request.model_name or None).items():
+            out.settings[key].value.extend(value if isinstance(value, list) else [value])
+        return out
+
     def shm_status(self, request: Any, context: Any) -> Any:
         out = self.m.SystemSharedMemoryStatusResponse()
         for region in self.server.system_shared_memory_status(request.name or None):
@@ -545,19 +559,22 @@ class _Service:
     def cuda_shm_unregister(self, request: Any, context: Any) -> Any:
         return self.m.CudaSharedMemoryUnregisterResponse()  # no CUDA regions: nothing to do
 
-    def unsupported(self, request: Any, context: Any) -> Any:
-        raise UnsupportedError("this frontend does not serve trace settings or shared memory")
-
     # ---- inference ----
 
     def model_infer(self, request: Any, context: Any) -> Any:
+        read = time.monotonic_ns() if c.tracing(self.server) else 0
         call, _ = _call_from_request(request)
+        if read:  # the trace's gRPC timestamps, as Triton's frontend takes them
+            call.trace_marks = [("GRPC_WAITREAD_START", read),
+                                ("GRPC_WAITREAD_END", time.monotonic_ns())]
         entry = self.state.entry(self.server, call.model_name, call.version)
         if entry.decoupled:
             raise UnsupportedError(
                 "ModelInfer RPC doesn't support models with decoupled transaction policy; "
                 "use ModelStreamInfer")
         iterator = self._infer(entry.model, call)
+        if call.trace_marks:
+            c.mark_sent(call, iterator._request)
         self.inflight.add(iterator)
         try:
             response = None
@@ -582,7 +599,12 @@ class _Service:
             import grpc  # type: ignore[import-untyped, unused-ignore]
 
             context.set_compression(grpc.Compression.Gzip)
-        return _infer_response(self.m, response, call, c.model_version(entry, call.version))
+        if call.traced is None:
+            return _infer_response(self.m, response, call, c.model_version(entry, call.version))
+        send_start = time.monotonic_ns()
+        out = _infer_response(self.m, response, call, c.model_version(entry, call.version))
+        c.mark(call, ("GRPC_SEND_START", send_start), ("GRPC_SEND_END", time.monotonic_ns()))
+        return out
 
     def model_stream_infer(self, requests: Iterator[bytes], context: Any) -> Iterator[Any]:
         """The requests of a stream reach the core in the order they came,
@@ -765,7 +787,7 @@ class _Service:
                   m.RepositoryModelUnloadRequest, m.RepositoryModelUnloadResponse),
             unary("LogSettings", P.LOGGING, self.log_settings, m.LogSettingsRequest,
                   m.LogSettingsResponse),
-            unary("TraceSetting", P.TRACE, self.unsupported, m.TraceSettingRequest,
+            unary("TraceSetting", P.TRACE, self.trace_setting, m.TraceSettingRequest,
                   m.TraceSettingResponse),
         ])
         shm = {"System": {"Status": self.shm_status, "Register": self.shm_register,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import time
 import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, MutableMapping, Optional
@@ -28,6 +29,7 @@ from tritonserver import (
     UnsupportedError,
 )
 from tritonserver._shared_memory import cuda_register_refusal, cuda_status
+from tritonserver._trace import parse_http
 from tritonserver.frontends import _common as c
 from tritonserver.frontends import _json
 from tritonserver.frontends._classification import Classification, http_count
@@ -54,7 +56,7 @@ BINARY_TYPE = b"application/octet-stream"
 SSE_TYPE = b"text/event-stream; charset=utf-8"
 HEADER_LENGTH = b"inference-header-content-length"
 # Extensions of the core's list that these frontends do not serve.
-UNSERVED_EXTENSIONS = {"cuda_shared_memory", "trace"}
+UNSERVED_EXTENSIONS = {"cuda_shared_memory"}
 
 _json_bytes = _json.dumps
 
@@ -402,6 +404,15 @@ class _Api:
             settings = c.log_settings(server)
         return _ok_json(settings.__dict__)
 
+    async def trace_setting(self, scope: Scope, receive: Receive, send: Send, server: Server,
+                            model_name: str = "") -> Reply:
+        c.check_running(server)
+        server._check_traced_model(model_name)
+        if scope["method"] == "POST":
+            request = await self._json_body(scope, receive, "trace setting")
+            server._tracing().update(model_name, parse_http(request))
+        return _ok_json(server._tracing().settings(model_name or None))
+
     async def shm_status(self, scope: Scope, receive: Receive, send: Send, server: Server,
                          region_name: Optional[str] = None) -> Reply:
         return _ok_json(server.system_shared_memory_status(region_name))
@@ -449,15 +460,11 @@ class _Api:
                                   server: Server, region_name: Optional[str] = None) -> Reply:
         return 200, JSON_TYPE, b"", []  # there are no CUDA regions: nothing to do, as Triton
 
-    async def unsupported(self, scope: Scope, receive: Receive, send: Send, server: Server,
-                          **_: str) -> Reply:
-        raise UnsupportedError(f"{scope['path']}: this frontend does not serve trace settings "
-                               "or shared memory")
-
     # ---- Inference ---------------------------------------------------------------------
 
     async def infer(self, scope: Scope, receive: Receive, send: Send, server: Server,
                     model_name: str, model_version: str = "") -> Reply:
+        recv_start = time.monotonic_ns() if c.tracing(server) else 0
         body = await _read_body(scope, receive, self.max_input_size)
         headers = dict(scope["headers"])
         encoding = headers.get(b"content-encoding")
@@ -471,8 +478,16 @@ class _Api:
         else:
             call, kinds, default_binary = self._parse_infer(
                 scope, body, header_length, model_name, version)
+        if recv_start:  # the trace's HTTP timestamps, as Triton's frontend takes them
+            call.trace_marks = [("HTTP_RECV_START", recv_start),
+                                ("HTTP_RECV_END", time.monotonic_ns())]
         response, entry = await c.infer_once(server, call, self._state_of(server))
-        return self._infer_reply(headers, entry, response, call, kinds, default_binary)
+        if call.traced is None:
+            return self._infer_reply(headers, entry, response, call, kinds, default_binary)
+        send_start = time.monotonic_ns()
+        reply = self._infer_reply(headers, entry, response, call, kinds, default_binary)
+        c.mark(call, ("HTTP_SEND_START", send_start), ("HTTP_SEND_END", time.monotonic_ns()))
+        return reply
 
     def _state_of(self, server: Server) -> c.ServerState:
         cached = self._state
@@ -1020,8 +1035,8 @@ def create_http_app(server: c.ServerLike, settings: Optional[HttpSettings] = Non
         ("/v2/repository/{repository}/models/{model_name}/unload", api.repository_unload,
          Protocols.MODEL_REPOSITORY, post),
         ("/v2/logging", api.logging, Protocols.LOGGING, both),
-        ("/v2/trace/setting", api.unsupported, Protocols.TRACE, both),
-        (m + "/trace/setting", api.unsupported, Protocols.TRACE, both),
+        ("/v2/trace/setting", api.trace_setting, Protocols.TRACE, both),
+        (m + "/trace/setting", api.trace_setting, Protocols.TRACE, both),
         ("/v2/systemsharedmemory/status", api.shm_status, Protocols.SHM_MEMORY, get),
         ("/v2/systemsharedmemory/region/{region_name}/status", api.shm_status,
          Protocols.SHM_MEMORY, get),

@@ -17,6 +17,7 @@ from typing import Any, Optional
 from tritonserver._load_reasons import failure_lines
 from tritonserver._serve_command import (COMPRESSION_LEVELS, Signals, end_process, say,
                                         server_options)
+from tritonserver._trace import DEPRECATED_FLAGS, deprecation_warnings, start_settings
 
 
 def _model_table(server: Any) -> str:
@@ -45,12 +46,17 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None,
 
     try:
         options = server_options(args)
+        deprecated = {key: getattr(args, key) for key in DEPRECATED_FLAGS}
+        for warning in deprecation_warnings(deprecated):
+            say(warning)
+        tracing = start_settings(args.trace_config, deprecated)
     except (ValueError, tritonserver.TritonError) as e:
         say(f"tritonserver serve: {e}")
         return 2
     signals = signals or Signals()
     signals.install()
     server = tritonserver.Server(options)
+    server._tracing().configure(**tracing)
     frontends: list[Any] = []
     try:
         try:

@@ -173,6 +173,12 @@ def _set_haproxy_environment() -> str:
 
 def run(args: argparse.Namespace, signals: Optional[Signals] = None) -> int:
     notes: list[str] = []
+    if any(getattr(args, key, None) for key in ("trace_config", "trace_file", "trace_level",
+                                                 "trace_rate", "trace_count",
+                                                 "trace_log_frequency")):
+        say("tritonserver serve --ray: --trace-config is not served on Ray (each replica's "
+            "server would write its own trace file): serve without --ray to trace")
+        return 2
     try:
         ingress, note = choose_ingress(args)
         if note:

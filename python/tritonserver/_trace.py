@@ -1,0 +1,559 @@
+"""Trace settings and trace files, as Triton's executable keeps them.
+
+One ``Tracing`` per Server (``Server._tracing()``) holds the global setting,
+the per-model settings and the trace files, so every frontend and the
+in-process API share them. The rules are those of Triton's ``tritonserver``
+(its src/tracer.cc, 2.51): a model's setting copies what it does not specify
+from the global one, and follows the global one when that changes; a
+cleared (null) global field goes back to the startup value; a setting
+samples every ``trace_rate``-th request of its models, ``trace_count`` times
+(-1: no limit). Only mode "triton" (the JSON trace file) is served.
+
+A sampled request is sent with a core trace (tritonserver._c TraceSink /
+InferenceRequest.set_trace): the binding records the core's activities in
+C++ and hands each finished trace's JSON records to its setting, which
+writes them as Triton does: every ``log_frequency`` traces to
+``<trace_file>.<index>``, and when ``trace_count`` runs out; with
+``log_frequency`` 0 the rest goes to ``<trace_file>`` itself when the setting
+is replaced or the server stops (a JSON array of the records).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from tritonserver._c import triton_bindings as _bindings
+from tritonserver._errors import InternalError, InvalidArgumentError, UnsupportedError
+
+_LEVELS = _bindings.enum_tables()["InferenceTraceLevel"]
+DISABLED: int = _LEVELS["DISABLED"]
+TIMESTAMPS: int = _LEVELS["TIMESTAMPS"]
+TENSORS: int = _LEVELS["TENSORS"]
+MIN_TRACE_COUNT = -1
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_UINT32_MAX = (1 << 32) - 1
+
+_log = logging.getLogger("tritonserver.trace")
+
+# A field of a setting update: absent (not in the dict), None (cleared: the
+# value it falls back to), or the new value.
+NewSetting = dict[str, Optional[int]]
+
+
+def _stoi(text: str) -> int:
+    """std::stoi: leading blanks, a sign and digits; the rest is ignored.
+    ValueError when there are no digits, OverflowError outside int32."""
+    match = re.match(r"[ \t\n\v\f\r]*([+-]?[0-9]+)", text)
+    if match is None:
+        raise ValueError(text)
+    value = int(match.group(1))
+    if not _INT32[0] <= value <= _INT32[1]:
+        raise OverflowError(text)
+    return value
+
+
+def level_names(level: int) -> list[str]:
+    if level == DISABLED:
+        return ["OFF"]
+    return [name for bit, name in ((TIMESTAMPS, "TIMESTAMPS"), (TENSORS, "TENSORS"))
+            if level & bit]
+
+
+def _parse_levels(values: list[str]) -> Optional[int]:
+    """A trace_level list as Triton's frontends read it; None when it names
+    no level (unknown names are ignored, as Triton does)."""
+    level: Optional[int] = None
+    for name in values:
+        if name == "OFF":
+            if len(values) != 1:
+                raise InvalidArgumentError("Expect only one trace level 'OFF' is specified")
+            level = DISABLED
+        elif name == "TIMESTAMPS":
+            level = (level or 0) | TIMESTAMPS
+        elif name == "TENSORS":
+            level = (level or 0) | TENSORS
+    return level
+
+
+def _parse_number(key: str, text: str, http: bool) -> int:
+    try:
+        value = _stoi(text)
+    except ValueError:
+        raise InvalidArgumentError(f"Unable to parse '{key}', got: {text}") from None
+    except OverflowError:
+        low = MIN_TRACE_COUNT if key == "trace_count" else 0
+        high = _INT32[1] if key == "trace_count" else _UINT32_MAX
+        raise InvalidArgumentError(f"Unable to parse '{key}', value is out of range [ {low}, "
+                                   f"{high} ], got: {text}") from None
+    if key == "trace_count":
+        if value < MIN_TRACE_COUNT:
+            sep = "" if http else " "
+            raise InvalidArgumentError(f"Unable to parse 'trace_count'. Expecting value >= "
+                                       f"{MIN_TRACE_COUNT}, got:{sep}{text}")
+        return value
+    return value & _UINT32_MAX  # Triton stores them as uint32
+
+
+_FIELDS = {"trace_level": "level", "trace_rate": "rate", "trace_count": "count",
+           "log_frequency": "log_frequency"}
+
+
+def parse_http(body: dict[str, Any]) -> NewSetting:
+    """The update in an HTTP trace setting request's JSON body (Triton's
+    texts for what it refuses)."""
+    if "trace_file" in body:
+        raise UnsupportedError("trace file location can not be updated through network protocol")
+    new: NewSetting = {}
+    for key, name in _FIELDS.items():
+        if key not in body:
+            continue
+        value = body[key]
+        if value is None:
+            new[name] = None
+        elif key == "trace_level":
+            if not isinstance(value, list):
+                raise InternalError("JSON, failed accessing non-array as array")
+            if not all(isinstance(v, str) for v in value):
+                raise InternalError("JSON, failed accessing non-string as string")
+            level = _parse_levels(value)
+            if level is not None:
+                new[name] = level
+        else:
+            if not isinstance(value, str):
+                raise InternalError("JSON, failed accessing non-string as string")
+            new[name] = _parse_number(key, value, http=True)
+    return new
+
+
+def parse_grpc(settings: dict[str, list[str]]) -> NewSetting:
+    """The update in a gRPC TraceSettingRequest's settings (an empty value
+    list clears a setting)."""
+    if "trace_file" in settings:
+        raise UnsupportedError("trace file location can not be updated through network protocol")
+    new: NewSetting = {}
+    for key, name in _FIELDS.items():
+        if key not in settings:
+            continue
+        values = list(settings[key])
+        if not values:
+            new[name] = None
+        elif key == "trace_level":
+            level = _parse_levels(values)
+            if level is not None:
+                new[name] = level
+        elif len(values) != 1:
+            raise InvalidArgumentError(f"expect only 1 value for '{key}'")
+        else:
+            new[name] = _parse_number(key, values[0], http=False)
+    return new
+
+
+class TraceFile:
+    """One trace file path: its indexed files and the file itself (a JSON
+    array, closed when the server stops; a trace that finishes later is
+    still added to it)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._index = 0
+        # Reentrant, as Setting's lock (see there).
+        self._lock = threading.RLock()
+        self._stream: Any = None
+        self._first = True  # nothing written to the file yet
+        self._any = False  # it holds a record
+        self._closed = False
+
+    def save(self, records: list[str], indexed: bool) -> None:
+        text = ",".join(r for r in records if r)
+        try:
+            with self._lock:
+                if indexed:
+                    name = f"{self.path}.{self._index}"
+                    self._index += 1
+                    with open(name, "w", encoding="utf-8") as f:
+                        f.write("[" + text + "]")
+                    return
+                if self._closed:
+                    self._add_after_close(text)
+                    return
+                if self._first:
+                    self._stream = open(self.path, "w", encoding="utf-8")
+                    self._stream.write("[")
+                    self._first = False
+                if text:
+                    self._stream.write(("," if self._any else "") + text)
+                    self._any = True
+                self._stream.flush()
+        except OSError as e:
+            _log.error("failed creating trace file: %s", e)
+
+    def _add_after_close(self, text: str) -> None:
+        if not text:
+            return
+        if self._first:
+            with open(self.path, "w", encoding="utf-8") as f:
+                f.write("[" + text + "]")
+            self._first = False
+        else:
+            with open(self.path, "r+", encoding="utf-8") as f:
+                end = f.seek(0, 2)
+                f.seek(end - 1)  # before the closing bracket
+                f.write(("," if self._any else "") + text + "]")
+        self._any = True
+
+    def close(self) -> None:
+        with self._lock:
+            stream, self._stream = self._stream, None
+            self._closed = True
+            if stream is not None:
+                try:
+                    stream.write("]")
+                    stream.close()
+                except OSError as e:
+                    _log.error("failed writing trace file: %s", e)
+
+
+@dataclass(eq=False)
+class Setting:
+    """One trace setting (global or a model's) and the traces it sampled."""
+
+    level: int
+    rate: int
+    count: int
+    log_frequency: int
+    file: TraceFile
+    specified: dict[str, bool] = field(default_factory=dict)
+    reason: str = ""
+    # Reentrant: a trace is handed over when its request is freed, which a
+    # garbage collection may do on this very thread while it holds the lock.
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    _sampled: int = 0  # requests counted for the rate
+    _created: int = 0
+    _collected: int = 0
+    _pending: int = 0  # sampled traces not yet finished
+    _stream: list[str] = field(default_factory=list)  # finished, not yet written
+    _retired: bool = False
+
+    def __post_init__(self) -> None:
+        if self.level == DISABLED:
+            self.reason = "tracing is disabled"
+        elif self.rate == 0:
+            self.reason = "sample rate must be non-zero"
+        elif not self.file.path:
+            self.reason = "trace file name is not given"
+
+    def valid(self) -> bool:
+        return not self.reason and self.count != 0
+
+    def sample(self) -> bool:
+        """Whether this request is traced (counts it for the rate)."""
+        with self._lock:
+            if self.rate == 0 or not self.valid():
+                return False
+            self._sampled += 1
+            if self._sampled % self.rate != 0:
+                return False
+            if self.count > 0:
+                self.count -= 1
+            self._created += 1
+            self._pending += 1
+            return True
+
+    def sink(self) -> Any:
+        """Where one sampled trace goes. One per trace (not kept here): the
+        trace keeps its setting alive until it is written, as Triton's do,
+        and no cycle through the binding keeps a replaced setting."""
+        return _bindings.TraceSink(self._collect)
+
+    def _collect(self, records: str) -> None:
+        """A sampled trace finished (on the thread that released it)."""
+        write: Optional[tuple[list[str], bool]] = None
+        with self._lock:
+            self._stream.append(records)
+            self._collected += 1
+            self._pending -= 1
+            if (self.count == 0 and self._collected == self._created) or \
+                    (self.log_frequency != 0 and len(self._stream) >= self.log_frequency):
+                write = (self._stream, True)
+                self._stream = []
+            elif self._retired and self._pending == 0:
+                write = self._take_rest()
+        if write is not None:
+            self.file.save(*write)
+
+    def _take_rest(self) -> Optional[tuple[list[str], bool]]:
+        if not self._stream:
+            return None
+        rest, self._stream = self._stream, []
+        return rest, self.log_frequency != 0
+
+    def retire(self) -> None:
+        """Replaced or stopped: what is left is written once its traces finish."""
+        with self._lock:
+            self._retired = True
+            write = self._take_rest() if self._pending == 0 else None
+        if write is not None:
+            self.file.save(*write)
+
+
+class Tracing:
+    """The trace settings of one server (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._files: dict[str, TraceFile] = {}
+        self._models: dict[str, Setting] = {}
+        self._fallback: set[str] = set()
+        self._extras: list[tuple[str, str]] = []
+        self.configure()
+
+    def configure(self, trace_file: str = "", level: int = DISABLED, rate: int = 1000,
+                  count: int = -1, log_frequency: int = 0,
+                  extras: Optional[list[tuple[str, str]]] = None) -> None:
+        """The startup settings (the executable's --trace-config): what a
+        cleared global field returns to. Drops every model's setting."""
+        with self._lock:
+            old = [getattr(self, "_global", None), *self._models.values()]
+            self._models = {}
+            self._fallback = set()
+            self._extras = list(extras or [])
+            file = self._file(trace_file)
+            self._default = Setting(level, rate & _UINT32_MAX, count,
+                                    log_frequency & _UINT32_MAX, file)
+            self._global = Setting(level, rate & _UINT32_MAX, count,
+                                   log_frequency & _UINT32_MAX, file)
+            self._refresh()
+        for setting in old:
+            if setting is not None:
+                setting.retire()
+
+    def _file(self, path: str) -> TraceFile:
+        file = self._files.get(path)
+        if file is None:
+            file = self._files[path] = TraceFile(path)
+        return file
+
+    def _refresh(self) -> None:
+        self.active = any(s.level != DISABLED and not s.reason
+                          for s in (self._global, *self._models.values()))
+
+    def settings(self, model_name: Optional[str] = None) -> dict[str, Any]:
+        """The setting in force for ``model_name`` (or the global one), as
+        Triton's HTTP endpoint answers it."""
+        with self._lock:
+            s = self._models.get(model_name or "", self._global) if model_name else self._global
+        out: dict[str, Any] = {
+            "trace_level": level_names(s.level), "trace_rate": str(s.rate),
+            "trace_count": str(s.count), "log_frequency": str(s.log_frequency),
+            "trace_file": s.file.path, "trace_mode": "triton"}
+        for key, value in self._extras:
+            out[key] = value
+        return out
+
+    def update(self, model_name: Optional[str], new: NewSetting) -> None:
+        """Apply an update to the global setting (no model name) or a
+        model's; then the models that copy global fields follow."""
+        retired: list[Setting] = []
+        try:
+            with self._lock:
+                self._update(model_name or "", new, retired)
+                if not model_name:
+                    for name in sorted(self._fallback):
+                        self._update(name, {}, retired)
+                self._refresh()
+        finally:
+            for setting in retired:
+                setting.retire()
+
+    def _update(self, model_name: str, new: NewSetting, retired: list[Setting]) -> None:
+        if model_name:
+            current: Optional[Setting] = self._models.get(model_name)
+            fallback = self._global
+        else:
+            current, fallback = self._global, self._default
+        values: dict[str, Any] = {"level": fallback.level, "rate": fallback.rate,
+                                  "count": fallback.count,
+                                  "log_frequency": fallback.log_frequency}
+        specified: dict[str, bool] = {}
+        for name in values:
+            if name in new and new[name] is None:
+                specified[name] = False
+            else:
+                specified[name] = bool(current is not None and current.specified.get(name)) \
+                    or (name in new)
+            if specified[name]:
+                values[name] = new[name] if new.get(name) is not None else \
+                    getattr(current, name)
+        file_specified = bool(current is not None and current.specified.get("file"))
+        file = current.file if file_specified and current is not None else fallback.file
+        if model_name:
+            if all(specified.values()) and file_specified:
+                self._fallback.discard(model_name)
+            elif not any(specified.values()) and not file_specified:
+                old = self._models.pop(model_name, None)
+                if old is not None:
+                    retired.append(old)
+                return
+            else:
+                self._fallback.add(model_name)
+        setting = Setting(values["level"], values["rate"], values["count"],
+                          values["log_frequency"], file, {**specified, "file": file_specified})
+        if not setting.valid() and setting.level != DISABLED:
+            raise InvalidArgumentError("Attempting to set invalid trace setting :" + setting.reason)
+        if model_name:
+            old = self._models.get(model_name)
+            self._models[model_name] = setting
+        else:
+            old, self._global = self._global, setting
+        if old is not None:
+            retired.append(old)
+
+    def attach(self, request: Any, model_name: str) -> None:
+        """Send ``request`` (the binding's) with a trace if its setting
+        samples it."""
+        setting = self._models.get(model_name, self._global)
+        if setting.level != DISABLED and setting.sample():
+            request.set_trace(setting.level, setting.sink())
+
+    def close(self) -> None:
+        """The server stopped: write what is left and close the files."""
+        with self._lock:
+            settings = [self._global, *self._models.values()]
+            self.active = False
+        for setting in settings:
+            setting.retire()
+        for file in self._files.values():
+            file.close()
+
+
+# The executable's deprecated flags: argparse dest -> (flag, what replaces it).
+DEPRECATED_FLAGS = {
+    "trace_file": ("--trace-file", "'--trace-config triton,file=<filepath>"),
+    "trace_level": ("--trace-level", "'--trace-config level=<OFF|TIMESTAMPS|TENSORS>"),
+    "trace_rate": ("--trace-rate", "'--trace-config rate=<rate value>"),
+    "trace_count": ("--trace-count", "'--trace-config count=<count value>"),
+    "trace_log_frequency": ("--trace-log-frequency",
+                            "'--trace-config triton,log-frequency=<log frequency value>"),
+}
+
+
+def deprecation_warnings(deprecated: dict[str, Any]) -> list[str]:
+    """The executable's warning for each deprecated trace flag given."""
+    return [f"Warning: '{flag}' has been deprecated and will be removed in future releases. "
+            f"Please use {instead} instead."
+            for key, (flag, instead) in DEPRECATED_FLAGS.items() if deprecated.get(key)]
+
+
+def start_settings(configs: list[str],
+                   deprecated: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """Tracing.configure's arguments from the executable's repeatable
+    ``--trace-config [<mode>,]<setting>=<value>`` flags (which override the
+    deprecated ``--trace-file``, ``--trace-level``... given in `deprecated`,
+    keyed as DEPRECATED_FLAGS), with its errors (raised as ValueError)."""
+    level = DISABLED
+    disabled = False
+    out: dict[str, Any] = {"trace_file": "", "rate": 1000, "count": -1, "log_frequency": 0}
+    old = deprecated or {}
+    for key, target in (("trace_file", "trace_file"), ("trace_level", "level"),
+                        ("trace_rate", "rate"), ("trace_count", "count"),
+                        ("trace_log_frequency", "log_frequency")):
+        value = old.get(key)
+        if not value:
+            continue
+        try:
+            if key == "trace_file":
+                out[target] = value
+            elif key == "trace_level":
+                for name in value:
+                    parsed = _option_level(name)
+                    disabled |= parsed == DISABLED
+                    level |= parsed
+            else:
+                out[target] = _option_int(value)
+        except ValueError as e:
+            raise ValueError(f'Bad option: "{DEPRECATED_FLAGS[key][0]}".\n{e}') from None
+    global_entries: list[tuple[str, str]] = []
+    triton_entries: list[tuple[str, str]] = []
+    mode = "triton"
+    for arg in configs:
+        comma = arg.find(",")
+        if comma == 0:
+            raise ValueError("No trace mode specified. --trace-config option format is "
+                             "<trace mode>,<setting>=<value> or <setting>=<value>. Got " + arg)
+        entry_mode = ""
+        if comma > 0:
+            entry_mode = _trace_mode(arg[:comma])
+        eq = arg.find("=", comma + 1)
+        setting, value = (arg[comma + 1:eq], arg[eq + 1:]) if eq >= 0 else ("", "")
+        if eq < 0 or not setting or not value:
+            raise ValueError("--trace-config option format is "
+                             "'<trace mode>,<setting>=<value>'. Got " + arg)
+        if entry_mode == "triton":
+            triton_entries.append((setting, value))
+        elif entry_mode == "":
+            global_entries.append((setting, value))
+        # opentelemetry settings are refused below when that mode is chosen
+    for setting, value in global_entries:
+        try:
+            if setting == "rate":
+                out["rate"] = _option_int(value)
+            elif setting == "level":
+                parsed = _option_level(value)
+                disabled |= parsed == DISABLED
+                level |= parsed
+            elif setting == "mode":
+                mode = _trace_mode(value)
+            elif setting == "count":
+                out["count"] = _option_int(value)
+        except ValueError as e:
+            raise ValueError(f'Bad option: "--trace-config {setting}".\n{e}') from None
+    if mode != "triton":
+        raise ValueError("trace mode 'opentelemetry' is not supported by this server: only "
+                         "'triton' (the JSON trace file)")
+    extras: list[tuple[str, str]] = []
+    for setting, value in triton_entries:
+        try:
+            if setting == "file":
+                out["trace_file"] = value
+            elif setting == "log-frequency":
+                out["log_frequency"] = _option_int(value)
+            else:
+                extras.append((setting, value))
+        except ValueError as e:
+            raise ValueError(f'Bad option: "--trace-config triton,{setting}".\n{e}') from None
+    out["level"] = DISABLED if disabled else level
+    out["extras"] = extras
+    return out
+
+
+def _trace_mode(text: str) -> str:
+    mode = text.lower()
+    if mode not in ("triton", "opentelemetry"):
+        raise ValueError(f"invalid value for trace mode option: {mode}. Available options are "
+                         '"triton" and "opentelemetry"')
+    return mode
+
+
+def _option_int(text: str) -> int:
+    try:
+        return _stoi(text)
+    except ValueError:
+        raise ValueError(f"Invalid option value. Got {text}") from None
+    except OverflowError:
+        raise ValueError(f"Provided option value is out of bound. Got {text}") from None
+
+
+def _option_level(text: str) -> int:
+    value = text.lower()
+    if value in ("false", "off"):
+        return DISABLED
+    if value in ("true", "on", "min", "max", "timestamps"):
+        return TIMESTAMPS
+    if value == "tensors":
+        return TENSORS
+    raise ValueError("invalid value for trace level option: " + value)
+
