@@ -33,19 +33,20 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import make_repo  # noqa: E402
+
+# Free ports and a proxy-free status probe, as the benchmarks' server processes use them.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchmarks"))
+from tsbench.server_process import _free_ports, _get as _status  # noqa: E402
 
 # A git clone (bare is fine) of github.com/triton-inference-server/client.
 CLIENT_MIRROR = os.environ.get("TRITON_CLIENT_GIT", "")
@@ -228,33 +229,6 @@ def loopback_env(base: Optional[dict] = None) -> dict:
            if k not in PROXY_VARIABLES}
     env["no_proxy"] = env["NO_PROXY"] = "127.0.0.1,localhost"
     return env
-
-
-def _free_ports(count: int) -> List[int]:
-    sockets, ports = [], []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((HOST, 0))
-            sockets.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in sockets:
-            s.close()
-    return ports
-
-
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def _status(url: str) -> int:
-    try:
-        with _NO_PROXY.open(url, timeout=2) as response:
-            return response.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except (urllib.error.URLError, OSError):
-        return 0
 
 
 def _tail(path: str, limit: int = 3000) -> str:
