@@ -44,8 +44,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import make_repo  # noqa: E402
 
-# Free ports and a proxy-free status probe, as the benchmarks' server processes use them.
+# Free ports, a proxy-free environment and status probe, and log tails: the benchmarks'.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchmarks"))
+from tsbench.procs import loopback_only, tail  # noqa: E402
 from tsbench.server_process import _free_ports, _get as _status  # noqa: E402
 
 # A git clone (bare is fine) of github.com/triton-inference-server/client.
@@ -54,8 +55,6 @@ EXAMPLES = "src/python/examples"
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 180
 STOP_TIMEOUT_S = 30
-PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "grpc_proxy",
-                   "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "GRPC_PROXY")
 
 SERVERS = ("exe", "serve")
 TITLES = {"exe": "executable", "serve": "serve"}
@@ -224,23 +223,6 @@ def _die_with_parent() -> None:
         pass
 
 
-def loopback_env(base: Optional[dict] = None) -> dict:
-    env = {k: v for k, v in (base if base is not None else os.environ).items()
-           if k not in PROXY_VARIABLES}
-    env["no_proxy"] = env["NO_PROXY"] = "127.0.0.1,localhost"
-    return env
-
-
-def _tail(path: str, limit: int = 3000) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - limit))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
 class Installation:
     """What starting Triton's executable of the installed core takes (as the
     benchmarks do: benchmarks/tsbench/server_exe.py)."""
@@ -258,7 +240,7 @@ class Installation:
         self.stub = stub_environment(self.core)
 
     def executable_env(self) -> dict:
-        env = loopback_env()
+        env = loopback_only(dict(os.environ))
         current = env.get("LD_LIBRARY_PATH")
         env["LD_LIBRARY_PATH"] = self.core.libs_dir + (os.pathsep + current if current else "")
         if self.stub.usable:  # PATH / LD_LIBRARY_PATH for the python backend's stub
@@ -294,7 +276,8 @@ class Server:
 
     def start(self) -> None:
         self.http_port, self.grpc_port, self.metrics_port = _free_ports(3)
-        env = self.install.executable_env() if self.kind == "exe" else loopback_env()
+        env = (self.install.executable_env() if self.kind == "exe"
+               else loopback_only(dict(os.environ)))
         with open(self.log_path, "ab") as log:
             log.write(("$ " + " ".join(self._command()) + "\n").encode())
             log.flush()
@@ -380,7 +363,7 @@ def extract_programs(mirror: str, ref: str, dest: str) -> List[str]:
 
 
 def client_env(extra_pythonpath: Sequence[str]) -> dict:
-    env = loopback_env()
+    env = loopback_only(dict(os.environ))
     if extra_pythonpath:
         current = env.get("PYTHONPATH")
         env["PYTHONPATH"] = os.pathsep.join(list(extra_pythonpath) + ([current] if current else []))
@@ -549,7 +532,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                           f"grpc {server.url('grpc')}", flush=True)
                 else:
                     print(f"[{config}] {TITLES[server.kind]} did not start: {server.error}\n"
-                          f"{_tail(server.log_path)}", flush=True)
+                          f"{tail(server.log_path, 3000)}", flush=True)
             for server in started:
                 for i in todo:
                     c = rows[i]
