@@ -15,6 +15,10 @@ from typing import Optional
 
 DISTRIBUTION = "tritonserver-embedded"
 NVIDIA_DISTRIBUTION = "tritonserver"
+# pyproject's description, which this project also carried when its distribution was named
+# ``tritonserver`` (never published under that name, but left in developers' environments):
+# a ``tritonserver`` distribution with this summary is ours, not NVIDIA's.
+SUMMARY = "The Triton Inference Server embedded in your Python process"
 
 
 def install_command(extra: Optional[str] = None) -> str:
@@ -34,9 +38,12 @@ def other_distribution() -> Optional[str]:
     """NVIDIA's ``tritonserver`` version when it is installed in this
     environment too (sharing the ``tritonserver/`` folder), else None."""
     try:
-        return metadata.version(NVIDIA_DISTRIBUTION)
+        theirs = metadata.distribution(NVIDIA_DISTRIBUTION)
     except metadata.PackageNotFoundError:
         return None
+    if theirs.metadata.get("Summary") == SUMMARY:
+        return None  # this project installed under its former name: the same files
+    return theirs.version
 
 
 def conflict_message() -> Optional[str]:

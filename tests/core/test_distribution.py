@@ -50,11 +50,14 @@ def test_docs_and_messages_install_the_new_name():
     assert _distribution.install_command("onnx") == 'pip install "tritonserver-embedded[onnx]"'
 
 
-def _fake_nvidia_package(tmp_path: Path) -> dict:
-    """An environment where metadata says NVIDIA's tritonserver 2.73.0 is installed."""
-    info = tmp_path / "site" / "tritonserver-2.73.0.dist-info"
+def _fake_nvidia_package(tmp_path: Path, version: str = "2.73.0", summary: str = "") -> dict:
+    """An environment where metadata says a tritonserver distribution is installed (NVIDIA's
+    2.73.0 unless told otherwise)."""
+    info = tmp_path / "site" / f"tritonserver-{version}.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tritonserver\nVersion: 2.73.0\n")
+    summary_line = f"Summary: {summary}\n" if summary else ""
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: tritonserver\nVersion: {version}\n{summary_line}")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(tmp_path / "site")] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
@@ -74,6 +77,18 @@ def test_nvidia_package_beside_ours_is_named_at_import_and_in_core_info(tmp_path
     assert "NVIDIA's 'tritonserver' 2.73.0 is installed" in info.stderr
     if info.returncode == 0:  # a core was found: the JSON names the other package
         assert '"nvidia_tritonserver": "2.73.0"' in info.stdout
+
+
+def test_this_project_under_its_former_name_is_not_called_nvidias(tmp_path):
+    # Developers' environments can hold this project installed as `tritonserver` 0.1.0 before
+    # the rename: its summary is ours, and nothing warns.
+    text = (REPO / "pyproject.toml").read_text()
+    assert f'description = "{_distribution.SUMMARY}"' in text
+    env = _fake_nvidia_package(tmp_path, "0.1.0", _distribution.SUMMARY)
+    out = subprocess.run([sys.executable, "-W", "error", "-c", "import tritonserver"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "NVIDIA" not in out.stderr
 
 
 def test_no_warning_without_nvidia_package():
