@@ -76,8 +76,10 @@ def parse_args(argv: list) -> argparse.Namespace:
                         "slow drifts of a shared machine hit every system alike")
     p.add_argument("--no-interleave", dest="interleave", action="store_false",
                    help="all runs of one system, then the next (default in quick mode)")
-    p.add_argument("--systems", default=",".join(report.SYSTEMS),
-                   help="comma-separated subset of: " + ", ".join(report.SYSTEMS))
+    p.add_argument("--systems", default=",".join(report.DEFAULT_SYSTEMS),
+                   help="comma-separated subset of: " + ", ".join(report.SYSTEMS) +
+                        " (default: all but MLServer's, whose venv takes minutes to make; "
+                        "'all' for every one)")
     p.add_argument("--workloads", default=",".join(report.WORKLOADS),
                    help="comma-separated subset of: " + ", ".join(report.WORKLOADS))
     p.add_argument("--client-python", metavar="PYTHON",
@@ -107,6 +109,8 @@ def parse_args(argv: list) -> argparse.Namespace:
 
 def _subset(p: argparse.ArgumentParser, text: str, allowed: tuple, flag: str) -> list:
     chosen = [x.strip() for x in text.split(",") if x.strip()]
+    if chosen == ["all"]:
+        return list(allowed)
     unknown = [x for x in chosen if x not in allowed]
     if unknown or not chosen:
         p.error(f"{flag}: choose among {', '.join(allowed)}")
@@ -199,28 +203,35 @@ class Run:
 
     # ---- Measuring ----------------------------------------------------------------
 
-    def loop_arguments(self, rounds: int) -> list:
+    def loop_arguments(self, system: str, rounds: int) -> list:
         a = self.args
-        return ["--workloads", ",".join(a.workloads), "--rounds", str(rounds),
+        workloads = report.system_workloads(system, a.workloads)
+        return ["--workloads", ",".join(workloads), "--rounds", str(rounds),
                 "--seconds", str(a.seconds), "--warmup-seconds", str(a.warmup_seconds),
                 "--min-requests", str(a.min_requests), "--max-seconds", str(a.max_seconds)]
 
     def command(self, system: str, rounds: int) -> tuple:
-        loop = self.loop_arguments(rounds)
+        loop = self.loop_arguments(system, rounds)
         if system == "c-api":
             return native.driver_command(self.driver, self.core, self.repository,
                                          self.backend_dir, MODEL, loop)
         if system == "python-api":
             return [sys.executable, PYAPI_WORKER, "--model-repository", self.repository] + loop, \
                 dict(os.environ)
-        protocol = system.split("-", 1)[1]
-        target = {"serve": self.serve, "echo": self.echo}.get(system.split("-", 1)[0],
-                                                              self.server)
+        target, protocol, json_tensors = self.network_target(system)
         url = target.http_url if protocol == "http" else target.grpc_url
         env = loopback_only({k: v for k, v in os.environ.items()
                              if k not in ("PYTHONPATH", "PYTHONHOME")})
-        return [self.client_python, CLIENT_WORKER, "--protocol", protocol, "--url", url] + loop, \
-            env
+        return [self.client_python, CLIENT_WORKER, "--protocol", protocol, "--url", url] + \
+            (["--json-tensors"] if json_tensors else []) + loop, env
+
+    def network_target(self, system: str) -> tuple:
+        """(server, "http" or "grpc", JSON tensors?) of a network system."""
+        json_tensors = system.endswith("-json")
+        name = system[:-len("-json")] if json_tensors else system
+        server, protocol = name.rsplit("-", 1)
+        targets = {"tritonclient": self.server, "serve": self.serve, "echo": self.echo}
+        return targets[server], protocol, json_tensors
 
     def measure(self, system: str, rounds: int) -> None:
         args, env = self.command(system, rounds)
@@ -276,7 +287,7 @@ class Run:
 
 
 def _brief(workload: str, figures: dict) -> str:
-    if workload == "large16MiB":
+    if workload.startswith("large16MiB"):
         return f"{workload} {figures['gbps']:.3g} GB/s"
     text = f"{workload} {figures['ips']:,.0f}/s"
     if workload == "sync":

@@ -11,6 +11,10 @@ and arithmetic as the C API driver (benchmarks/native/c_api_bench.cc):
   to the last completion);
 * large16MiB: one 16 MiB FP32 input, one in flight; GB/s = input bytes
   per second / 1e9;
+* large16MiB-shm: the same through system shared memory: the input is
+  written once into a registered region (as a producer would put it
+  there), each call infers with input and output in regions and reads the
+  output from its region (System.shm_call);
 * threads4: 4 threads, each running the sync loop, started together;
   total inferences/s.
 
@@ -31,7 +35,7 @@ from typing import Any, Awaitable, Callable, Optional, Sequence
 
 import numpy as np
 
-WORKLOADS = ("sync", "async64", "large16MiB", "threads4")
+WORKLOADS = ("sync", "async64", "large16MiB", "large16MiB-shm", "threads4")
 SMALL_COUNT = 16
 LARGE_BYTES = 16 << 20
 LARGE_COUNT = LARGE_BYTES // 4
@@ -208,7 +212,9 @@ class System:
     called on that thread at the end); async_session(x) is an async context
     manager yielding the coroutine function of one inference (it may open a
     client bound to the running loop). verify(x) checks one inference's
-    output against x.
+    output against x. shm_call(x) returns a callable that makes one
+    inference with x through system shared memory and returns the output
+    (a view of its region); close() frees the regions it made.
     """
 
     name = "?"
@@ -220,6 +226,9 @@ class System:
         raise NotImplementedError
 
     def async_session(self, x: np.ndarray) -> Any:
+        raise NotImplementedError
+
+    def shm_call(self, x: np.ndarray) -> Call:
         raise NotImplementedError
 
     def verify(self, x: np.ndarray) -> None:
@@ -238,9 +247,9 @@ def _one_workload(system: System, workload: str, s: Settings, small: np.ndarray,
         n, secs = run_sequential(call, s.bounds(), latencies)
         return {"ips": n / secs, "p50_us": percentile(latencies, 50) * 1e6,
                 "p99_us": percentile(latencies, 99) * 1e6, "n": n, "seconds": secs}
-    if workload == "large16MiB":
+    if workload in ("large16MiB", "large16MiB-shm"):
         assert large is not None
-        call = system.sync_call(large)
+        call = system.sync_call(large) if workload == "large16MiB" else system.shm_call(large)
         run_sequential(call, s.warmup_bounds())
         n, secs = run_sequential(call, s.bounds())
         return {"gbps": n * large.nbytes / secs / 1e9, "ips": n / secs, "n": n,
@@ -264,10 +273,15 @@ def run_rounds(system: System, settings: Settings, extra: Optional[dict] = None,
     """All rounds of all workloads; returns the worker's JSON document.
     `small`: the input of sync, async64 and threads4 (default: 16 FP32 values)."""
     small = small_input() if small is None else small
-    large = large_input() if "large16MiB" in settings.workloads else None
+    large = (large_input() if {"large16MiB", "large16MiB-shm"} & set(settings.workloads)
+             else None)
     system.verify(small)
-    if large is not None:
+    if "large16MiB" in settings.workloads:
         system.verify(large)
+    if "large16MiB-shm" in settings.workloads:
+        y = system.shm_call(large)()
+        if y is None or y.dtype != np.float32 or not np.array_equal(y, large):
+            raise SystemExit(f"{system.name}: the output in shared memory differs from the input")
     rounds = []
     for r in range(settings.rounds):
         figures = {}

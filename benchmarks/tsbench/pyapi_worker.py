@@ -7,7 +7,8 @@ Run by benchmarks/run.py as a subprocess of the same interpreter:
 It starts an in-process tritonserver.Server on the repository with the
 package's default options (what a user gets), and measures what a user
 writes: ``next(model.infer(inputs=...))`` and ``async for ... in
-model.async_infer(...)``, each output read through ``np.from_dlpack``.
+model.async_infer(...)``, each output read through ``np.from_dlpack``;
+large16MiB-shm with regions registered through Server.register_system_shared_memory.
 Prints one JSON line on stdout.
 """
 
@@ -17,6 +18,7 @@ import contextlib
 import os
 import sys
 import time
+from typing import Optional
 
 if not __package__:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -41,6 +43,7 @@ class PythonApi(loops.System):
         self.server.start(wait_until_ready=True, timeout=60)
         self.startup_s = time.perf_counter() - t0
         self.model = self.server.model(MODEL)
+        self._shm_call: Optional[api_calls.ShmCall] = None
 
     def sync_call(self, x: np.ndarray) -> loops.Call:
         return api_calls.infer_call(self.model, x)
@@ -56,12 +59,19 @@ class PythonApi(loops.System):
     async def async_session(self, x: np.ndarray):
         yield api_calls.async_infer_call(self.model, x)
 
+    def shm_call(self, x: np.ndarray) -> loops.Call:
+        if self._shm_call is None:  # the regions are made and registered once
+            self._shm_call = api_calls.ShmCall(self.server, self.model, x)
+        return self._shm_call
+
     def verify(self, x: np.ndarray) -> None:
         y = api_calls.output(self.model, x)
         if y.dtype != np.float32 or not np.array_equal(y, x):
             raise SystemExit("python-api: the output differs from the input")
 
     def close(self) -> None:
+        if self._shm_call is not None:
+            self._shm_call.close()
         self.server.stop()
 
 

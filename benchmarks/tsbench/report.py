@@ -8,22 +8,38 @@ import statistics
 from typing import Optional
 
 SYSTEMS = ("c-api", "python-api", "tritonclient-http", "tritonclient-grpc", "serve-http",
-           "serve-grpc", "echo-http", "echo-grpc")
-# Our frontends (`python -m tritonserver serve`) against Triton's C++ ones,
-# through the same client: (ours, theirs, key). The echo servers' rows are
-# the ceiling of the libraries under our frontends (tsbench/echo_server.py).
+           "serve-grpc", "echo-http", "echo-grpc", "tritonclient-http-json", "serve-http-json",
+           "mlserver-http-json", "mlserver-grpc", "mlserver-default-http-json",
+           "mlserver-default-grpc")
+# MLServer's systems need their own venv with mlserver (minutes to make): asked for by name.
+DEFAULT_SYSTEMS = tuple(s for s in SYSTEMS if not s.startswith("mlserver-"))
+# (ours, theirs, key) of the ratios given beside the table: our frontends
+# (`python -m tritonserver serve`) against Triton's C++ ones through the same
+# client; the echo servers' rows are the ceiling of the libraries under our
+# frontends (tsbench/echo_server.py); and our frontends against MLServer
+# (tsbench/mlserver_server.py), over HTTP with JSON tensors (MLServer takes no
+# binary ones) and over gRPC.
 FRONTEND_PAIRS = (("serve-http", "tritonclient-http", "http"),
                   ("serve-grpc", "tritonclient-grpc", "grpc"),
                   ("echo-http", "tritonclient-http", "http-echo"),
-                  ("echo-grpc", "tritonclient-grpc", "grpc-echo"))
-WORKLOADS = ("sync", "async64", "large16MiB", "threads4")
+                  ("echo-grpc", "tritonclient-grpc", "grpc-echo"),
+                  ("serve-http-json", "tritonclient-http-json", "http-json"),
+                  ("serve-http-json", "mlserver-http-json", "http-json-mlserver"),
+                  ("serve-grpc", "mlserver-grpc", "grpc-mlserver"),
+                  ("serve-http-json", "mlserver-default-http-json", "http-json-mlserver-default"),
+                  ("serve-grpc", "mlserver-default-grpc", "grpc-mlserver-default"))
+WORKLOADS = ("sync", "async64", "large16MiB", "large16MiB-shm", "threads4")
 OURS = "python-api"
 CEILING = "c-api"
+# The C API driver hands the core its own buffer, copying nothing: its
+# large16MiB figure is the ceiling of large16MiB-shm too.
+CEILING_WORKLOAD = {"large16MiB-shm": "large16MiB"}
 # workload -> (figure in a worker's round, unit in the results)
 FIGURE = {
     "sync": ("ips", "inferences/s"),
     "async64": ("ips", "inferences/s"),
     "large16MiB": ("gbps", "GB/s"),
+    "large16MiB-shm": ("gbps", "GB/s"),
     "threads4": ("ips", "inferences/s"),
 }
 SYSTEM_LABELS = {
@@ -35,7 +51,30 @@ SYSTEM_LABELS = {
     "serve-grpc": "tritonclient gRPC -> our frontend (python -m tritonserver serve)",
     "echo-http": "tritonclient HTTP -> our HTTP server echoing the input, no Triton",
     "echo-grpc": "tritonclient gRPC -> grpcio's server echoing the input, no Triton",
+    "tritonclient-http-json": "tritonclient HTTP, JSON tensors -> tritonserver executable",
+    "serve-http-json": "tritonclient HTTP, JSON tensors -> our frontend",
+    "mlserver-http-json": "tritonclient HTTP, JSON tensors -> MLServer, parallel_workers 0",
+    "mlserver-grpc": "tritonclient gRPC -> MLServer, parallel_workers 0",
+    "mlserver-default-http-json": "tritonclient HTTP, JSON tensors -> MLServer, default workers",
+    "mlserver-default-grpc": "tritonclient gRPC -> MLServer, default workers",
 }
+
+
+def system_workloads(system: str, workloads: list) -> list:
+    """What `system` measures of the chosen workloads: the C API driver runs
+    large16MiB for large16MiB-shm (its ceiling); no shared memory for the
+    echo servers and MLServer; no 16 MiB tensors as JSON text."""
+    if system == CEILING:
+        chosen = [CEILING_WORKLOAD.get(w, w) for w in workloads]
+        return [w for w in WORKLOADS if w in chosen]
+    out = list(workloads)
+    if system.startswith(("echo-", "mlserver-")):
+        out = [w for w in out if w != "large16MiB-shm"]
+    if system.endswith("-json"):
+        out = [w for w in out if not w.startswith("large16MiB")]
+    return out
+
+
 README_BEGIN = "<!-- last-run:begin (written by run.py --update-readme) -->"
 README_END = "<!-- last-run:end -->"
 
@@ -71,7 +110,7 @@ def summarize(rounds_by_system: dict) -> tuple:
             continue
         row = {}
         for workload in WORKLOADS:
-            ceiling = medians.get((CEILING, workload))
+            ceiling = medians.get((CEILING, CEILING_WORKLOAD.get(workload, workload)))
             value = medians.get((system, workload))
             if ceiling and value is not None:
                 row[workload] = value / ceiling
@@ -119,35 +158,47 @@ def _cell(spread: Optional[dict], unit: str) -> str:
             f"({_fmt(spread['min'], unit)}-{_fmt(spread['max'], unit)})")
 
 
+def _columns(by_key: dict) -> list:
+    """The workloads measured in this run, in canonical order."""
+    return [w for w in WORKLOADS if any(k[1] == w for k in by_key)]
+
+
 def markdown_table(document: dict) -> str:
     by_key = {(r["system"], r["workload"]): r for r in document["results"]}
-    header = ("| system | sync (inf/s) | sync p50 (µs) | sync p99 (µs) | async64 (inf/s) "
-              "| large16MiB (GB/s) | threads4 (inf/s) |")
-    lines = [header, "|" + "---|" * 7]
+    columns = _columns(by_key)
+    heads = []
+    for w in columns:
+        heads += (["sync (inf/s)", "sync p50 (µs)", "sync p99 (µs)"] if w == "sync"
+                  else [f"{w} ({'GB/s' if FIGURE[w][1] == 'GB/s' else 'inf/s'})"])
+    lines = ["| system | " + " | ".join(heads) + " |", "|" + "---|" * (len(heads) + 1)]
     for system in SYSTEMS:
         if not any(s == system for s, _ in by_key):
             continue
-        sync = by_key.get((system, "sync"))
-        cells = [
-            _cell(sync, "inf/s"),
-            _cell(sync.get("p50_us") if sync else None, "us"),
-            _cell(sync.get("p99_us") if sync else None, "us"),
-            _cell(by_key.get((system, "async64")), "inf/s"),
-            _cell(by_key.get((system, "large16MiB")), "GB/s"),
-            _cell(by_key.get((system, "threads4")), "inf/s"),
-        ]
+        cells = []
+        for w in columns:
+            entry = by_key.get((system, w))
+            unit = "GB/s" if FIGURE[w][1] == "GB/s" else "inf/s"
+            cells.append(_cell(entry, unit))
+            if w == "sync":
+                cells += [_cell(entry.get("p50_us") if entry else None, "us"),
+                          _cell(entry.get("p99_us") if entry else None, "us")]
         lines.append(f"| {system}: {SYSTEM_LABELS[system]} | " + " | ".join(cells) + " |")
+
+    def ratio_cells(row: dict) -> str:
+        cells = []
+        for w in columns:
+            cells.append(f"{row[w]:.3f}" if row.get(w) is not None else "-")
+            if w == "sync":
+                cells += ["", ""]
+        return " | ".join(cells)
+
     for system, row in document.get("ratios_by_system", {}).items():
-        r = {w: (f"{row[w]:.3f}" if row.get(w) is not None else "-") for w in WORKLOADS}
         name = f"**{system} / c-api**" if system == OURS else f"{system} / c-api"
-        lines.append(f"| {name} | {r['sync']} | | | {r['async64']} | {r['large16MiB']} "
-                     f"| {r['threads4']} |")
+        lines.append(f"| {name} | {ratio_cells(row)} |")
     pairs = {protocol: (ours, theirs) for ours, theirs, protocol in FRONTEND_PAIRS}
     for protocol, row in document.get("frontend_ratios", {}).items():
         ours, theirs = pairs[protocol]
-        r = {w: (f"{row[w]:.3f}" if row.get(w) is not None else "-") for w in WORKLOADS}
-        lines.append(f"| **{ours} / {theirs}** | {r['sync']} | | | {r['async64']} "
-                     f"| {r['large16MiB']} | {r['threads4']} |")
+        lines.append(f"| **{ours} / {theirs}** | {ratio_cells(row)} |")
     return "\n".join(lines)
 
 
@@ -179,8 +230,9 @@ def chart(document: dict, path: str) -> Optional[str]:
     colors = {"c-api": "#555555", "python-api": "#2b7bba", "tritonclient-http": "#e0913a",
               "tritonclient-grpc": "#c4524e", "serve-http": "#f2c46d", "serve-grpc": "#e08e8a",
               "echo-http": "#f7e3b5", "echo-grpc": "#f0c6c4"}
-    fig, axes = plt.subplots(1, len(WORKLOADS), figsize=(4.2 * len(WORKLOADS), 4.6))
-    for ax, workload in zip(axes, WORKLOADS):
+    columns = _columns(by_key)
+    fig, axes = plt.subplots(1, len(columns), figsize=(4.2 * len(columns), 4.6), squeeze=False)
+    for ax, workload in zip(axes[0], columns):
         names, medians, low, high = [], [], [], []
         for system in systems:
             entry = by_key.get((system, workload))

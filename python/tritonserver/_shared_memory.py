@@ -259,12 +259,22 @@ def bytes_extent(view: memoryview, count: int) -> int:
     return pos
 
 
+def _data_type(value: Any) -> DataType:
+    """A DataType from itself, its value, or its name as Triton writes it ("FP32")."""
+    try:
+        return DataType[value] if isinstance(value, str) else DataType(value)
+    except (KeyError, ValueError):
+        names = ", ".join(t.name for t in DataType if t.name != "INVALID")
+        raise InvalidArgumentError(
+            f"unknown data type {value!r}: expected a DataType or one of {names}") from None
+
+
 def region_tensor(registry: SharedMemoryRegistry, name: str, data_type: DataType,
                   shape: tuple[int, ...], offset: int = 0,
                   byte_size: Optional[int] = None) -> Tensor:
     """A tensor over the bytes of region ``name`` at ``offset`` (in place).
     ``byte_size``: by default what the shape takes (BYTES: what its elements take)."""
-    data_type = DataType(data_type)
+    data_type = _data_type(data_type)
     shape = tuple(int(d) for d in shape)
     if any(d < 0 for d in shape):
         raise InvalidArgumentError(f"shape must hold non-negative integers, got {list(shape)}")

@@ -440,6 +440,12 @@ def test_in_process_api(served: Any, regions: Regions) -> None:
                                                             [1, 16]),
               "INPUT1": server.system_shared_memory_tensor("mem", tritonserver.DataType.INT32,
                                                             [1, 16], offset=64)}
+    # Triton's names of data types do too; anything else is an InvalidArgumentError.
+    by_name = server.system_shared_memory_tensor("mem", "INT32", [1, 16])
+    np.testing.assert_array_equal(np.from_dlpack(by_name), a)
+    del by_name
+    with pytest.raises(tritonserver.InvalidArgumentError, match="unknown data type 'INT33'"):
+        server.system_shared_memory_tensor("mem", "INT33", [1, 16])
     allocator = server.system_shared_memory_outputs({"OUTPUT0": ("mem", 128, 64)})
     request = model.create_request(inputs=inputs, output_memory_allocator=allocator)
     response = list(model.infer(request))[0]
