@@ -41,7 +41,7 @@ def other_distribution() -> Optional[str]:
         theirs = metadata.distribution(NVIDIA_DISTRIBUTION)
     except metadata.PackageNotFoundError:
         return None
-    if theirs.metadata.get("Summary") == SUMMARY:
+    if SUMMARY in (theirs.metadata.get_all("Summary") or []):
         return None  # this project installed under its former name: the same files
     return theirs.version
 
