@@ -183,8 +183,9 @@ def test_serve_says_which_models_failed_when_live_but_not_ready(tmp_path):
                   "--metrics-interval-ms", "20000")
     try:
         serve.wait_ready()
-        # The lines after the first of the message may still be on their way.
-        support.wait_until(lambda: "unable to find backend library" in serve.output(),
+        # The lines after the first of the message may still be on their way
+        # (the core's own log names the reason too: wait for serve's line).
+        support.wait_until(lambda: "failed to load:\n  'broken': " in serve.output(),
                            what="the failed model's reason")
         out = serve.output()
         assert "tritonserver serve: ready" not in out

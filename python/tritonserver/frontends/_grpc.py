@@ -15,36 +15,42 @@ no generated service code is involved.
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
-import ctypes
 import enum
-import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional, cast
+from typing import Any, Callable, Iterator, Optional
 
-import numpy as np
-
-from tritonserver import (
-    InferenceRequest,
-    InternalError,
-    InvalidArgumentError,
-    Server,
-    UnavailableError,
-    UnsupportedError,
-)
+from tritonserver import InvalidArgumentError, Server, UnavailableError, UnsupportedError
 from tritonserver._enum_names import named
-from tritonserver._shared_memory import cuda_register_refusal, cuda_status
+from tritonserver._trace import parse_grpc
 from tritonserver.frontends import _common as c
-from tritonserver.frontends._classification import Classification, grpc_count
+from tritonserver.frontends import _metadata, _repository
+from tritonserver.frontends import _shm_endpoints as _shm
 from tritonserver.frontends._frontend import (
     Frontend,
     check_bool,
     check_int,
     check_socket_options,
 )
+from tritonserver.frontends._grpc_infer import (
+    call_from_request,
+    infer_response,
+    parameter_value,
+    parse_message,
+)
+from tritonserver.frontends._grpc_stream import stream_infer
+from tritonserver.frontends._inference import (
+    Call,
+    finish_once,
+    mark,
+    mark_sent,
+    model_version,
+    once_entry,
+    tracing,
+)
+from tritonserver.frontends._logging_endpoints import log_settings_request
 from tritonserver.frontends._protos import Messages, messages
 from tritonserver.frontends._restricted import (
     GRPC_KEY_PREFIX,
@@ -54,38 +60,13 @@ from tritonserver.frontends._restricted import (
     restriction_table,
 )
 from tritonserver.frontends._runner import JOIN_GRACE_S
+from tritonserver.frontends._trace_endpoints import check_trace_request, trace_settings
 
 SERVICE = "inference.GRPCInferenceService"
-_READ_DONE = object()
-
-
-class _Sent:
-    """One request of a stream, as its response queue: the core's callback
-    puts each response here, and this puts itself on the stream's queue, so
-    the stream writes responses in the order they came, with their request."""
-
-    __slots__ = ("number", "out", "call", "empty_final", "entry", "version", "responses")
-
-    def __init__(self, number: int, out: "queue.SimpleQueue[Any]", call: Any,
-                 empty_final: bool, entry: Any, version: str):
-        self.number, self.out, self.call = number, out, call
-        self.empty_final, self.entry, self.version = empty_final, entry, version
-        self.responses: collections.deque[Any] = collections.deque()
-
-    def put(self, response: Any) -> None:
-        self.responses.append(response)
-        self.out.put(self)
 HEALTH_SERVICE = "grpc.health.v1.Health"
 WATCH_INTERVAL_S = 1.0
 INT32_MAX = 2**31 - 1
 
-# InferTensorContents field per datatype (FP16 and BF16 travel raw only).
-CONTENTS_FIELD = {
-    "BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents",
-    "INT32": "int_contents", "INT64": "int64_contents", "UINT8": "uint_contents",
-    "UINT16": "uint_contents", "UINT32": "uint_contents", "UINT64": "uint64_contents",
-    "FP32": "fp32_contents", "FP64": "fp64_contents", "BYTES": "bytes_contents",
-}
 
 
 @named
@@ -106,220 +87,6 @@ def _read_file(field: str, path: str) -> bytes:
             return f.read()
     except OSError as e:
         raise InvalidArgumentError(f"{field}: cannot read {path!r}: {e.strerror or e}") from None
-
-
-# ---- Conversions -------------------------------------------------------------------------
-
-
-def _parameter_value(p: Any) -> Any:
-    which = p.WhichOneof("parameter_choice")
-    if which is None:
-        raise InvalidArgumentError("a parameter has no value")
-    return getattr(p, which)
-
-
-def _set_infer_parameter(target: Any, value: Any) -> None:
-    if isinstance(value, bool):
-        target.bool_param = value
-    elif isinstance(value, int):
-        target.int64_param = value
-    elif isinstance(value, float):
-        target.double_param = value
-    else:
-        target.string_param = str(value)
-
-
-def _call_from_request(request: Any) -> tuple[c.Call, bool]:
-    """(call, triton_enable_empty_final_response) from a ModelInferRequest."""
-    call = c.Call(request.model_name, c.parse_version(request.model_version))
-    call.request_id = request.id
-    empty_final = False
-    for key, p in request.parameters.items():
-        which = p.WhichOneof("parameter_choice")
-        if key == "sequence_id":
-            if which == "int64_param":
-                call.correlation_id = c.unsigned(key, p.int64_param)
-            elif which == "uint64_param":
-                call.correlation_id = p.uint64_param
-            elif which == "string_param":
-                call.correlation_id = p.string_param
-            else:
-                raise InvalidArgumentError("invalid value type for 'sequence_id' parameter, "
-                                           "expected int64_param or string_param.")
-        elif key in ("sequence_start", "sequence_end"):
-            if which != "bool_param":
-                raise InvalidArgumentError(
-                    f"invalid value type for '{key}' parameter, expected bool_param.")
-            call.flags |= c.sequence_flag(key, p.bool_param)
-        elif key == "priority":
-            if which not in ("int64_param", "uint64_param"):
-                raise InvalidArgumentError("invalid value type for 'priority' parameter, "
-                                           "expected int64_param or uint64_param.")
-            call.priority = c.unsigned(key, getattr(p, which))
-        elif key == "timeout":
-            if which != "int64_param":
-                raise InvalidArgumentError(
-                    "invalid value type for 'timeout' parameter, expected int64_param.")
-            call.timeout = c.unsigned(key, p.int64_param)
-        elif key == "triton_enable_empty_final_response":
-            if which != "bool_param":
-                raise InvalidArgumentError(
-                    f"invalid value type for '{key}' parameter, expected bool_param.")
-            empty_final = p.bool_param
-        elif key in ("binary_data_output", "headers"):
-            continue  # HTTP notions; nothing to do over gRPC
-        else:
-            if which == "uint64_param":
-                value: Any = c.unsigned(key, p.uint64_param, 63)
-            else:
-                value = _parameter_value(p)
-            c.set_parameter(call.parameters, key, value)
-    raw = request.raw_input_contents
-    if raw:
-        # As Triton: an input that also has contents is named first (clients
-        # match that text), then a count that does not match.
-        for tensor in request.inputs:
-            if tensor.HasField("contents") and "shared_memory_region" not in tensor.parameters:
-                raise InvalidArgumentError(
-                    f"contents field must not be specified when using raw_input_contents for "
-                    f"'{tensor.name}' for model '{call.model_name}'")
-        # One raw_input_contents per input not in shared memory, in order.
-        expected = sum("shared_memory_region" not in t.parameters for t in request.inputs)
-        if len(raw) != expected:
-            raise InvalidArgumentError(f"expected {expected} raw_input_contents "
-                                       f"(one per input), got {len(raw)}")
-    index = 0
-    for tensor in request.inputs:
-        name = tensor.name
-        if name in call.inputs:
-            raise InvalidArgumentError(f"input '{name}' is given twice")
-        ref = _shm_place(tensor)
-        datatype = c.check_datatype(name, tensor.datatype)
-        shape = list(tensor.shape)
-        if ref is not None:
-            if tensor.HasField("contents"):
-                raise InvalidArgumentError(
-                    f"unexpected 'content' provided when using shared memory for input tensor "
-                    f"'{name}' for model '{call.model_name}'")
-            c.element_count(name, shape)
-            ref.datatype, ref.shape = datatype, shape
-            call.shm_inputs[name] = ref
-            call.inputs[name] = None  # a view of the region, when the request is made
-        elif raw:
-            data = raw[index]
-            index += 1
-            call.inputs[name] = c.tensor_from_buffer(name, datatype, shape, data, 0, len(data))
-        elif tensor.HasField("contents"):
-            call.inputs[name] = _tensor_from_contents(name, datatype, shape, tensor.contents)
-        else:
-            raise InvalidArgumentError(f"input '{name}' has neither contents nor "
-                                       "raw_input_contents")
-    if request.outputs:
-        names = []
-        for output in request.outputs:
-            ref = _shm_place(output)
-            if ref is not None:
-                if "classification" in output.parameters:
-                    raise InvalidArgumentError("output can't set both 'shared_memory_region' "
-                                               "and 'classification'")
-                call.shm_outputs[output.name] = ref
-            count = grpc_count(output.parameters)
-            if count is not None:
-                call.classification = Classification.including(
-                    call.classification, output.name, count)
-            names.append(output.name)
-        call.outputs = names
-    return call, empty_final
-
-
-def _shm_place(tensor: Any) -> Optional[c.ShmRef]:
-    """A tensor's shared_memory_* parameters, None without them (Triton's texts)."""
-    params = tensor.parameters
-    region = params.get("shared_memory_region")
-    if region is None:
-        for key in ("shared_memory_offset", "shared_memory_byte_size"):
-            if key in params:
-                raise InvalidArgumentError(
-                    f"'{key}' can not be specified without 'shared_memory_region' parameter "
-                    f"for tensor '{tensor.name}'")
-        return None
-    if region.WhichOneof("parameter_choice") != "string_param":
-        raise InvalidArgumentError(
-            f"invalid value type for 'shared_memory_region' parameter for tensor "
-            f"'{tensor.name}', expected string_param.")
-    numbers = []
-    for key in ("shared_memory_offset", "shared_memory_byte_size"):
-        p = params.get(key)
-        if p is None:
-            if key == "shared_memory_byte_size":
-                raise InvalidArgumentError(
-                    f"'shared_memory_byte_size' must be specified along with "
-                    f"'shared_memory_region' parameter for tensor '{tensor.name}'")
-            numbers.append(0)
-            continue
-        if p.WhichOneof("parameter_choice") != "int64_param":
-            raise InvalidArgumentError(
-                f"invalid value type for '{key}' parameter for tensor '{tensor.name}', "
-                f"expected int64_param.")
-        if p.int64_param < 0:
-            raise InvalidArgumentError(f"'{key}' of tensor '{tensor.name}' is negative")
-        numbers.append(p.int64_param)
-    return c.ShmRef(region.string_param, numbers[0], numbers[1])
-
-
-def _tensor_from_contents(name: str, datatype: str, shape: list[int], contents: Any) -> Any:
-    field = CONTENTS_FIELD.get(datatype)
-    if field is None:
-        raise InvalidArgumentError(
-            f"input '{name}': {datatype} data must be sent in raw_input_contents")
-    for other in CONTENTS_FIELD.values():
-        if other != field and len(getattr(contents, other)):
-            raise InvalidArgumentError(
-                f"input '{name}': {datatype} data must be in {field}, not {other}")
-    values = getattr(contents, field)
-    count = c.element_count(name, shape)
-    if len(values) != count:
-        raise InvalidArgumentError(
-            f"input '{name}': {len(values)} elements in {field} for shape {shape}")
-    if datatype == "BYTES":
-        parts = []
-        for item in values:
-            parts.append(len(item).to_bytes(4, "little"))
-            parts.append(item)
-        blob = b"".join(parts)
-        return c.tensor_from_buffer(name, "BYTES", shape, blob, 0, len(blob))
-    dtype = c.NUMPY_DTYPE[datatype]
-    assert dtype is not None
-    array = np.asarray(values)
-    if array.size and array.dtype.kind in "iu" and dtype.kind in "iu":
-        info = np.iinfo(dtype)
-        if array.min() < info.min or array.max() > info.max:
-            raise InvalidArgumentError(f"input '{name}': a value does not fit in {datatype}")
-    return np.ascontiguousarray(array.astype(dtype)).reshape(shape)
-
-
-def _tensor_raw(tensor: Any) -> bytes:
-    size = tensor.size
-    return ctypes.string_at(tensor.data_ptr, size) if size else b""
-
-
-def _infer_response(m: Messages, response: Any, call: c.Call, version: str) -> Any:
-    out = m.ModelInferResponse(model_name=call.model_name, model_version=version,
-                               id=response.request_id or call.request_id)
-    for key, value in response.parameters.items():
-        _set_infer_parameter(out.parameters[key], value)
-    raw = out.raw_output_contents
-    for name, tensor in response.outputs.items():
-        if tensor.memory_type not in c.HOST_MEMORY:
-            raise UnsupportedError(f"output '{name}' in {tensor.memory_type.name} memory "
-                                   "cannot be sent")
-        o = out.outputs.add()
-        o.name = name
-        o.datatype = c.DATATYPE_NAME[int(tensor.data_type)]
-        o.shape.extend(c.shape_list(tensor))
-        # An output written into its region gets empty contents, as in Triton.
-        raw.append(b"" if name in call.shm_outputs else _tensor_raw(tensor))
-    return out
 
 
 # ---- The service ----------------------------------------------------------------------------
@@ -399,7 +166,7 @@ class _Service:
             try:
                 if self.restrictions:
                     self._check_restriction(protocol, context)
-                return fn(_parse(request_type, data), context)
+                return fn(parse_message(request_type, data), context)
             except Exception as e:
                 if _is_abort(e):
                     raise
@@ -407,7 +174,7 @@ class _Service:
 
         return handler
 
-    def _infer(self, model: Any, call: c.Call) -> Any:
+    def _infer(self, model: Any, call: Call) -> Any:
         """model.infer(), the iterator tracked while it runs."""
         request = call.request(model)
         return model.infer(request) if request is not None else model.infer(inputs=call.inputs)
@@ -418,73 +185,49 @@ class _Service:
         return self.m.ServerLiveResponse(live=c.running(self.server))
 
     def server_ready(self, request: Any, context: Any) -> Any:
-        return self.m.ServerReadyResponse(ready=c.running(self.server) and self.server.ready())
+        return self.m.ServerReadyResponse(ready=_metadata.server_ready(self.server))
 
     def model_ready(self, request: Any, context: Any) -> Any:
         c.check_running(self.server)
-        model = self.server.model(request.name, c.parse_version(request.version))
+        model = _metadata.model(self.server, request.name, request.version)
         return self.m.ModelReadyResponse(ready=model.ready())
 
     def server_metadata(self, request: Any, context: Any) -> Any:
-        c.check_running(self.server)
-        from tritonserver.frontends._http import UNSERVED_EXTENSIONS
-
-        metadata = self.server.metadata()
+        metadata = _metadata.server_metadata(self.server)
         return self.m.ServerMetadataResponse(
             name=metadata.get("name", ""), version=metadata.get("version", ""),
-            extensions=[e for e in metadata.get("extensions", [])
-                        if e not in UNSERVED_EXTENSIONS])
+            extensions=metadata["extensions"])
 
     def model_metadata(self, request: Any, context: Any) -> Any:
-        from google.protobuf import json_format  # type: ignore[import-untyped, unused-ignore]
-
-        model = self.server.model(request.name, c.parse_version(request.version))
-        return json_format.ParseDict(model.metadata(), self.m.ModelMetadataResponse(),
-                                     ignore_unknown_fields=True)
+        return _from_dict(_metadata.model_metadata(self.server, request.name, request.version),
+                          self.m.ModelMetadataResponse())
 
     def model_config(self, request: Any, context: Any) -> Any:
-        from google.protobuf import json_format  # type: ignore[import-untyped, unused-ignore]
-
-        model = self.server.model(request.name, c.parse_version(request.version))
-        config = json_format.ParseDict(model.config(), self.m.ModelConfig(),
-                                       ignore_unknown_fields=True)
-        return self.m.ModelConfigResponse(config=config)
+        config = _metadata.model_config(self.server, request.name, request.version)
+        return self.m.ModelConfigResponse(config=_from_dict(config, self.m.ModelConfig()))
 
     def model_statistics(self, request: Any, context: Any) -> Any:
-        from google.protobuf import json_format  # type: ignore[import-untyped, unused-ignore]
-
-        model = self.server.model(request.name, c.parse_version(request.version))
-        return json_format.ParseDict(model.statistics(), self.m.ModelStatisticsResponse(),
-                                     ignore_unknown_fields=True)
+        statistics = _metadata.model_statistics(self.server, request.name, request.version)
+        return _from_dict(statistics, self.m.ModelStatisticsResponse())
 
     # ---- repository ----
 
     def repository_index(self, request: Any, context: Any) -> Any:
-        if request.repository_name:
-            raise UnsupportedError("'repository_name' specification is not supported")
+        _repository.check_repository(request.repository_name)
         out = self.m.RepositoryIndexResponse()
-        for model in self.server.models(exclude_not_ready=request.ready).values():
-            entry = out.models.add()
-            entry.name = model.name
-            if model.version >= 0:
-                entry.version = str(model.version)
-            entry.state = model.state or ""
-            entry.reason = model.reason or ""
+        for entry in _repository.index(self.server, request.ready):
+            out.models.add(name=entry["name"], version=entry.get("version", ""),
+                           state=entry.get("state", ""), reason=entry.get("reason", ""))
         return out
 
     def repository_load(self, request: Any, context: Any) -> Any:
-        if request.repository_name:
-            raise UnsupportedError("'repository_name' specification is not supported")
-        parameters = {key: _parameter_value(p) for key, p in request.parameters.items()}
-        try:
-            self.server.load(request.model_name, parameters)
-        finally:
-            self.state.forget_models()
+        _repository.check_repository(request.repository_name)
+        parameters = {key: parameter_value(p) for key, p in request.parameters.items()}
+        _repository.load(self.server, request.model_name, parameters)
         return self.m.RepositoryModelLoadResponse()
 
     def repository_unload(self, request: Any, context: Any) -> Any:
-        if request.repository_name:
-            raise UnsupportedError("'repository_name' specification is not supported")
+        _repository.check_repository(request.repository_name)
         dependents = False
         for key, p in request.parameters.items():
             if key == "unload_dependents":
@@ -492,21 +235,15 @@ class _Service:
                     raise InvalidArgumentError(
                         "invalid value type for 'unload_dependents', expected bool_param")
                 dependents = p.bool_param
-        try:
-            self.server.unload(request.model_name, dependents)
-        finally:
-            self.state.forget_models()
+        _repository.unload(self.server, request.model_name, dependents)
         return self.m.RepositoryModelUnloadResponse()
 
     # ---- logging, trace, shared memory ----
 
     def log_settings(self, request: Any, context: Any) -> Any:
-        c.check_running(self.server)
-        changes = {key: _parameter_value(v) for key, v in request.settings.items()}
-        settings = c.update_log_settings(self.server, changes) if changes else \
-            c.log_settings(self.server)
+        changes = {key: parameter_value(v) for key, v in request.settings.items()}
         out = self.m.LogSettingsResponse()
-        for key, value in settings.__dict__.items():
+        for key, value in log_settings_request(self.server, changes).items():
             target = out.settings[key]
             if isinstance(value, bool):
                 target.bool_param = value
@@ -517,22 +254,18 @@ class _Service:
         return out
 
     def trace_setting(self, request: Any, context: Any) -> Any:
-        from tritonserver._trace import parse_grpc
-
-        c.check_running(self.server)
-        self.server._check_traced_model(request.model_name)
-        tracing = self.server._tracing()
+        check_trace_request(self.server, request.model_name)
+        update = None
         if request.settings:
-            tracing.update(request.model_name, parse_grpc(
-                {key: list(v.value) for key, v in request.settings.items()}))
+            update = parse_grpc({key: list(v.value) for key, v in request.settings.items()})
         out = self.m.TraceSettingResponse()
-        for key, value in tracing.settings(request.model_name or None).items():
+        for key, value in trace_settings(self.server, request.model_name, update).items():
             out.settings[key].value.extend(value if isinstance(value, list) else [value])
         return out
 
     def shm_status(self, request: Any, context: Any) -> Any:
         out = self.m.SystemSharedMemoryStatusResponse()
-        for region in self.server.system_shared_memory_status(request.name or None):
+        for region in _shm.status(self.server, request.name or None):
             entry = out.regions[region["name"]]
             entry.name = region["name"]
             entry.key = region["key"]
@@ -541,40 +274,39 @@ class _Service:
         return out
 
     def shm_register(self, request: Any, context: Any) -> Any:
-        self.server.register_system_shared_memory(request.name, request.key,
-                                                  request.byte_size, request.offset)
+        _shm.register(self.server, request.name, request.key, request.byte_size,
+                      request.offset)
         return self.m.SystemSharedMemoryRegisterResponse()
 
     def shm_unregister(self, request: Any, context: Any) -> Any:
-        self.server.unregister_system_shared_memory(request.name or None)
+        _shm.unregister(self.server, request.name)
         return self.m.SystemSharedMemoryUnregisterResponse()
 
     def cuda_shm_status(self, request: Any, context: Any) -> Any:
-        cuda_status(self.server._shared_memory(), request.name or None)
+        _shm.cuda_regions(self.server, request.name)
         return self.m.CudaSharedMemoryStatusResponse()  # no CUDA regions
 
     def cuda_shm_register(self, request: Any, context: Any) -> Any:
-        raise cuda_register_refusal(request.name)
+        _shm.cuda_register(request.name)
 
     def cuda_shm_unregister(self, request: Any, context: Any) -> Any:
-        return self.m.CudaSharedMemoryUnregisterResponse()  # no CUDA regions: nothing to do
+        _shm.cuda_unregister(request.name)
+        return self.m.CudaSharedMemoryUnregisterResponse()
 
     # ---- inference ----
 
     def model_infer(self, request: Any, context: Any) -> Any:
-        read = time.monotonic_ns() if c.tracing(self.server) else 0
-        call, _ = _call_from_request(request)
+        read = time.monotonic_ns() if tracing(self.server) else 0
+        call, _ = call_from_request(request)
         if read:  # the trace's gRPC timestamps, as Triton's frontend takes them
             call.trace_marks = [("GRPC_WAITREAD_START", read),
                                 ("GRPC_WAITREAD_END", time.monotonic_ns())]
-        entry = self.state.entry(self.server, call.model_name, call.version)
-        if entry.decoupled:
-            raise UnsupportedError(
-                "ModelInfer RPC doesn't support models with decoupled transaction policy; "
-                "use ModelStreamInfer")
+        entry = once_entry(self.state, self.server, call,
+                           "ModelInfer RPC doesn't support models with decoupled transaction "
+                           "policy; use ModelStreamInfer")
         iterator = self._infer(entry.model, call)
         if call.trace_marks:
-            c.mark_sent(call, iterator._request)
+            mark_sent(call, iterator._request)
         self.inflight.add(iterator)
         try:
             response = None
@@ -590,129 +322,20 @@ class _Service:
             raise
         finally:
             self.inflight.discard(iterator)
-        if response is None:
-            raise InternalError("the model sent no response")
-        c.select_outputs(response, call.outputs, call.model_name)
-        if call.classification is not None:
-            call.classification.apply(response)
+        response = finish_once(call, response)
         if self.compress:
             import grpc  # type: ignore[import-untyped, unused-ignore]
 
             context.set_compression(grpc.Compression.Gzip)
         if call.traced is None:
-            return _infer_response(self.m, response, call, c.model_version(entry, call.version))
+            return infer_response(self.m, response, call, model_version(entry, call.version))
         send_start = time.monotonic_ns()
-        out = _infer_response(self.m, response, call, c.model_version(entry, call.version))
-        c.mark(call, ("GRPC_SEND_START", send_start), ("GRPC_SEND_END", time.monotonic_ns()))
+        out = infer_response(self.m, response, call, model_version(entry, call.version))
+        mark(call, ("GRPC_SEND_START", send_start), ("GRPC_SEND_END", time.monotonic_ns()))
         return out
 
     def model_stream_infer(self, requests: Iterator[bytes], context: Any) -> Iterator[Any]:
-        """The requests of a stream reach the core in the order they came,
-        and their responses are written in the order the core gave them, as
-        Triton does: a sequence's requests run, and answer, in order. One
-        queue per stream takes every request's responses on the core's
-        callbacks, each tagged with its request (a thread per request would
-        race to write them)."""
-        if self.restrictions:
-            try:
-                self._check_restriction(Protocols.INFERENCE, context)
-            except Exception as e:
-                self._abort(context, e)
-        if self.compress:
-            import grpc  # type: ignore[import-untyped, unused-ignore]
-
-            context.set_compression(grpc.Compression.Gzip)
-        out: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        running: dict[int, Any] = {}  # request number -> its iterator, until final
-        lock = threading.Lock()
-
-        def read() -> None:
-            try:
-                for number, data in enumerate(requests):
-                    self._stream_send(number, data, out, running, lock)
-            except Exception:  # the stream broke (cancelled): end it
-                pass
-            finally:
-                out.put(_READ_DONE)
-
-        threading.Thread(target=read, name="tritonserver-grpc-stream", daemon=True).start()
-        reading = True
-        try:
-            while True:
-                with lock:
-                    if not reading and not running:
-                        break
-                item = out.get()
-                if item is _READ_DONE:
-                    reading = False
-                    continue
-                if not isinstance(item, _Sent):
-                    yield item  # a request that failed before the core had it
-                    continue
-                sent, response = item, item.responses.popleft()
-                if response.final:
-                    with lock:
-                        iterator = running.pop(sent.number, None)
-                    if iterator is not None:
-                        self.inflight.discard(iterator)
-                message = self._stream_message(sent, response)
-                if message is not None:
-                    yield message
-        finally:
-            with lock:
-                left = list(running.values())
-                running.clear()
-            for iterator in left:
-                iterator.cancel()
-                self.inflight.discard(iterator)
-
-    def _stream_send(self, number: int, data: bytes, out: "queue.SimpleQueue[Any]",
-                     running: dict[int, Any], lock: threading.Lock) -> None:
-        """Parses one request of a stream and sends it to the core (on the
-        stream's reader, in order); a failure is written in its place."""
-        m = self.m
-        try:
-            call, empty_final = _call_from_request(_parse(m.ModelInferRequest, data))
-            entry = self.state.entry(self.server, call.model_name, call.version)
-            model = entry.model
-            sent = _Sent(number, out, call, empty_final, entry,
-                         c.model_version(entry, call.version))
-            request = call.request(model) or InferenceRequest(model=model, inputs=call.inputs)
-            request.response_queue = cast("queue.SimpleQueue[Any]", sent)  # it has put()
-            with lock:  # in the table before a response can arrive
-                running[number] = None
-                iterator = model.infer(request, raise_on_error=False)
-                running[number] = iterator
-            self.inflight.add(iterator)
-        except Exception as e:
-            with lock:
-                running.pop(number, None)
-            error = c.unavailable_if_stopped(self.server, e)
-            out.put(m.ModelStreamInferResponse(error_message=c.error_message(error)))
-
-    def _stream_message(self, sent: "_Sent", response: Any) -> Any:
-        """The stream message of one response (None: nothing to write)."""
-        m, call = self.m, sent.call
-        try:
-            if response.error is not None:
-                return m.ModelStreamInferResponse(error_message=c.error_message(response.error))
-            if not response.outputs and not response.parameters and response.final \
-                    and sent.entry.decoupled:
-                if not sent.empty_final:
-                    return None
-                message = m.ModelInferResponse(model_name=call.model_name,
-                                               model_version=sent.version, id=call.request_id)
-                message.parameters["triton_final_response"].bool_param = True
-                return m.ModelStreamInferResponse(infer_response=message)
-            c.select_outputs(response, call.outputs, call.model_name)
-            if call.classification is not None:
-                call.classification.apply(response)
-            message = _infer_response(m, response, call, sent.version)
-            message.parameters["triton_final_response"].bool_param = response.final
-            return m.ModelStreamInferResponse(infer_response=message)
-        except Exception as e:
-            error = c.unavailable_if_stopped(self.server, e)
-            return m.ModelStreamInferResponse(error_message=c.error_message(error))
+        return stream_infer(self, requests, context)
 
     # ---- gRPC health ----
 
@@ -736,7 +359,7 @@ class _Service:
         try:
             if self.restrictions:
                 self._check_restriction(Protocols.HEALTH, context)
-            request = _parse(self.m.HealthCheckRequest, data)
+            request = parse_message(self.m.HealthCheckRequest, data)
         except Exception as e:
             self._abort(context, e)
             return
@@ -815,12 +438,11 @@ class _Service:
                 grpc.method_handlers_generic_handler(HEALTH_SERVICE, health)]
 
 
-def _parse(message_type: Any, data: bytes) -> Any:
-    try:
-        return message_type.FromString(data)
-    except Exception as e:  # google.protobuf.message.DecodeError and kin
-        raise InvalidArgumentError(f"malformed {message_type.DESCRIPTOR.name} message: {e}") \
-            from None
+def _from_dict(values: dict[str, Any], message: Any) -> Any:
+    """A message filled from the JSON form of its fields (unknown ones ignored)."""
+    from google.protobuf import json_format  # type: ignore[import-untyped, unused-ignore]
+
+    return json_format.ParseDict(values, message, ignore_unknown_fields=True)
 
 
 def _is_abort(error: BaseException) -> bool:

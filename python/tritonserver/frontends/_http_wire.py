@@ -1,0 +1,145 @@
+"""The HTTP frontend's plumbing: ASGI types, reading a request body within
+the size limit (and decompressing it), compressing and sending a response,
+and Triton's JSON error body.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Awaitable, Callable, MutableMapping, Optional
+
+from tritonserver import InvalidArgumentError, UnsupportedError
+from tritonserver.frontends import _common as c
+from tritonserver.frontends import _json
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+# (status, content type, body, extra headers); None: the handler has sent its response
+Reply = Optional[tuple[int, bytes, bytes, list[tuple[bytes, bytes]]]]
+
+JSON_TYPE = b"application/json"
+BINARY_TYPE = b"application/octet-stream"
+SSE_TYPE = b"text/event-stream; charset=utf-8"
+HEADER_LENGTH = b"inference-header-content-length"
+
+json_bytes = _json.dumps
+
+
+def error_body(message: str) -> bytes:
+    return json_bytes({"error": message})
+
+
+class Disconnected(Exception):
+    """The client went away before its request body arrived."""
+
+
+def header(scope: Scope, name: bytes) -> Optional[bytes]:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value  # type: ignore[no-any-return]
+    return None
+
+
+def choose_encoding(accept: Optional[bytes]) -> Optional[str]:
+    """gzip or deflate when the client accepts one (the highest weight wins,
+    the first on a tie), else None."""
+    if not accept:
+        return None
+    best, weight = "identity", 0.0
+    for part in accept.decode("latin-1").split(","):
+        name, _, params = part.strip().partition(";")
+        w = 1.0
+        params = params.strip()
+        if params.startswith("q="):
+            try:
+                w = float(params[2:])
+            except ValueError:
+                continue
+        if name in ("identity", "gzip", "deflate") and w > weight:
+            best, weight = name, w
+    return None if best == "identity" else best
+
+
+def compress(data: bytes, encoding: str) -> bytes:
+    if encoding == "gzip":
+        compressor = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    else:
+        compressor = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS)
+    return compressor.compress(data) + compressor.flush()
+
+
+def decompress(data: bytes, encoding: bytes, limit: int) -> bytes:
+    name = encoding.decode("latin-1").strip().lower()
+    if name in ("", "identity"):
+        return data
+    if name == "gzip":
+        wbits = 16 + zlib.MAX_WBITS
+    elif name == "deflate":
+        wbits = zlib.MAX_WBITS
+    else:
+        raise UnsupportedError(f"unsupported content-encoding '{name}': use gzip, deflate "
+                               "or identity")
+    decompressor = zlib.decompressobj(wbits)
+    try:
+        out = decompressor.decompress(data, limit + 1)
+    except zlib.error as e:
+        raise InvalidArgumentError(f"the {name} request body cannot be decompressed: {e}") \
+            from None
+    if len(out) > limit or decompressor.unconsumed_tail:
+        raise c.PayloadTooLarge(
+            f"the decompressed request body exceeds the maximum allowed input size of "
+            f"{limit} bytes")
+    return out
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The whole request body, refusing one over ``limit`` bytes before
+    reading it (Content-Length) or as soon as it passes the limit (chunked)."""
+    declared = header(scope, b"content-length")
+    if declared is not None:
+        try:
+            length = int(declared)
+        except ValueError:
+            raise InvalidArgumentError("invalid Content-Length header") from None
+        if length > limit:
+            raise c.PayloadTooLarge(
+                f"request body of {length} bytes exceeds the maximum allowed input size of "
+                f"{limit} bytes")
+    message = await receive()
+    if message["type"] == "http.disconnect":
+        raise Disconnected()
+    body: bytes = message.get("body", b"")
+    total = len(body)
+    if total > limit:
+        raise c.PayloadTooLarge(
+            f"request body exceeds the maximum allowed input size of {limit} bytes")
+    if not message.get("more_body", False):
+        return body
+    chunks = [body]
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise Disconnected()
+        chunk = message.get("body", b"")
+        total += len(chunk)
+        if total > limit:
+            raise c.PayloadTooLarge(
+                f"request body exceeds the maximum allowed input size of {limit} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def send_reply(send: Send, status: int, content_type: bytes, body: bytes,
+                extra: Optional[list[tuple[bytes, bytes]]] = None) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    if extra:
+        headers.extend(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def ok_json(obj: Any) -> Reply:
+    return 200, JSON_TYPE, json_bytes(obj), []

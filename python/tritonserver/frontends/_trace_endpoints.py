@@ -1,0 +1,29 @@
+"""The trace extension, protocol-free: the global or a model's trace
+settings, read and updated. The settings themselves, and the updates read
+from either protocol (Triton's texts): tritonserver._trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from tritonserver import Server
+from tritonserver._trace import NewSetting
+from tritonserver.frontends._common import check_running
+
+
+def check_trace_request(server: Server, model_name: str) -> None:
+    """A trace setting request may go on: the server runs and the model
+    (when one is named) is known."""
+    check_running(server)
+    server._check_traced_model(model_name)
+
+
+def trace_settings(server: Server, model_name: str,
+                   update: Optional[NewSetting] = None) -> dict[str, Any]:
+    """The settings of ``model_name`` ("" the global ones) after ``update``
+    (None: none): ``{setting: value or list of values}``."""
+    tracing = server._tracing()
+    if update is not None:
+        tracing.update(model_name, update)
+    return tracing.settings(model_name or None)
