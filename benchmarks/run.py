@@ -5,15 +5,17 @@
     python benchmarks/run.py --quick          # a smoke run, under a minute
     python benchmarks/run.py --pin --json out.json   # pinned to CPU 0, results to a file
 
-Four workloads on the identity_fp32 model of the package's example repository
-(sync, async64, large16MiB, threads4), for six systems: our Python API, a raw
-C API driver in C++ (benchmarks/native, the ceiling), tritonclient HTTP and
-gRPC against the `tritonserver` executable of the same core (Triton's C++
-frontends), and tritonclient HTTP and gRPC against our frontends (`python -m
-tritonserver serve`), all on 127.0.0.1. Each system runs in its own process;
-every figure is the min/median/max of several runs, given as a ratio to the C
-API's median of the same run; our frontends are also given as a ratio to the
-C++ frontends'.
+Five workloads on the identity_fp32 model of the package's example
+repository (sync, async64, large16MiB, large16MiB-shm, threads4) for our
+Python API, a raw C API driver in C++ (benchmarks/native, the ceiling),
+tritonclient HTTP and gRPC against the `tritonserver` executable of the same
+core (Triton's C++ frontends) and against our frontends (`python -m
+tritonserver serve`), echo servers (the libraries under our frontends with
+no Triton), HTTP with JSON tensors, and MLServer (asked for by name), all on
+127.0.0.1. Each system runs in its own process; every figure is the
+min/median/max of several runs, given as a ratio to the C API's median of
+the same run; our frontends are also given as a ratio to the C++
+frontends' and to MLServer's.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ sys.path.insert(0, HERE)
 from tsbench import clientenv, machine, native, report  # noqa: E402
 from tsbench.procs import BenchError, loopback_only, note, run_logged  # noqa: E402
 from tsbench.echo_server import EchoServer  # noqa: E402
+from tsbench.mlserver_server import MLServerServer  # noqa: E402
 from tsbench.serve_server import ServeServer  # noqa: E402
 from tsbench.server_exe import ExecutableServer  # noqa: E402
 
@@ -143,6 +146,7 @@ class Run:
         self.server = None
         self.serve = None
         self.echo = None
+        self.mlservers: dict = {}  # "mlserver" (parallel_workers 0), "mlserver-default"
         self.driver = None
         self.client_python = None
         self.tritonclient_version = None
@@ -171,7 +175,7 @@ class Run:
             self.driver = native.build_driver(self.core.library, self.args.build_dir,
                                               self.args.venv, self.setup_log)
         network = [s for s in self.args.systems
-                   if s.startswith(("tritonclient-", "serve-", "echo-"))]
+                   if s.startswith(("tritonclient-", "serve-", "echo-", "mlserver-"))]
         if network:
             self.client_python, self.tritonclient_version = clientenv.client_python(
                 self.args.venv, self.args.client_python, self.setup_log)
@@ -189,6 +193,11 @@ class Run:
         if any(s.startswith("echo-") for s in self.args.systems):
             self.echo = EchoServer(self.log("echo-server"))
             self.echo.start()
+        # MLServer with its best setting (inference in the server process) and its default.
+        for name, workers in (("mlserver", 0), ("mlserver-default", None)):
+            if any(self.network_target_name(s) == name for s in self.args.systems):
+                self.mlservers[name] = MLServerServer(self.log(name), parallel_workers=workers)
+                self.mlservers[name].start()
 
     def close(self) -> None:
         if self.server is not None:
@@ -200,6 +209,9 @@ class Run:
         if self.echo is not None:
             self.echo.stop()
             self.echo = None
+        for server in self.mlservers.values():
+            server.stop()
+        self.mlservers = {}
 
     # ---- Measuring ----------------------------------------------------------------
 
@@ -225,13 +237,20 @@ class Run:
         return [self.client_python, CLIENT_WORKER, "--protocol", protocol, "--url", url] + \
             (["--json-tensors"] if json_tensors else []) + loop, env
 
+    @staticmethod
+    def network_target_name(system: str) -> str:
+        """The server of a network system: "tritonclient" (the executable),
+        "serve", "echo", "mlserver" or "mlserver-default"."""
+        name = system[:-len("-json")] if system.endswith("-json") else system
+        return name.rsplit("-", 1)[0]
+
     def network_target(self, system: str) -> tuple:
         """(server, "http" or "grpc", JSON tensors?) of a network system."""
         json_tensors = system.endswith("-json")
         name = system[:-len("-json")] if json_tensors else system
-        server, protocol = name.rsplit("-", 1)
-        targets = {"tritonclient": self.server, "serve": self.serve, "echo": self.echo}
-        return targets[server], protocol, json_tensors
+        targets = {"tritonclient": self.server, "serve": self.serve, "echo": self.echo,
+                   **self.mlservers}
+        return targets[self.network_target_name(system)], name.rsplit("-", 1)[1], json_tensors
 
     def measure(self, system: str, rounds: int) -> None:
         args, env = self.command(system, rounds)

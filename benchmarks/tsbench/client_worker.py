@@ -99,18 +99,22 @@ class TritonClient(loops.System):
         if self.protocol == "http":
             client = self.aio_module.InferenceServerClient(
                 self.url, conn_limit=loops.ASYNC_IN_FLIGHT, conn_timeout=TIMEOUT_S)
-            timeout = {}  # conn_timeout bounds each call (aiohttp total timeout)
+            options: dict = {}  # conn_timeout bounds each call (aiohttp total timeout)
         else:
             client = self.aio_module.InferenceServerClient(self.url)
-            timeout = {"client_timeout": TIMEOUT_S}
+            options = {"client_timeout": TIMEOUT_S}
 
         binary = self.binary
+        if binary.get("binary_data") is False:
+            # tritonclient.http.aio labels every body application/octet-stream, which
+            # MLServer refuses; JSON is JSON, for every server.
+            options["headers"] = {"Content-Type": "application/json"}
 
         async def acall() -> np.ndarray:
             inp = m.InferInput("INPUT0", shape, "FP32")
             inp.set_data_from_numpy(x, **binary)
             result = await client.infer(
-                MODEL, [inp], outputs=[m.InferRequestedOutput("OUTPUT0", **binary)], **timeout)
+                MODEL, [inp], outputs=[m.InferRequestedOutput("OUTPUT0", **binary)], **options)
             return result.as_numpy("OUTPUT0")
 
         try:

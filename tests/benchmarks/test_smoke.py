@@ -124,6 +124,29 @@ def test_quick_run_writes_every_figure(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_quick_run_against_mlserver(tmp_path):
+    # MLServer from its private venv (made on first use), best setting and default, over HTTP
+    # with JSON tensors and over gRPC, beside our frontends.
+    systems = ("serve-http-json", "serve-grpc", "mlserver-http-json", "mlserver-grpc",
+               "mlserver-default-http-json", "mlserver-default-grpc")
+    doc = _run_quick(RUN, tmp_path / "mlserver.json", RUN_TIMEOUT_S,
+                     "--systems", ",".join(systems), "--workloads", "sync,async64")
+    found = {(r["system"], r["workload"]): r for r in doc["results"]}
+    assert set(found) == {(s, w) for s in systems for w in ("sync", "async64")}
+    assert all(_positive(r["median"]) for r in found.values())
+    pairs = {"http-json-mlserver": ("serve-http-json", "mlserver-http-json"),
+             "grpc-mlserver": ("serve-grpc", "mlserver-grpc"),
+             "http-json-mlserver-default": ("serve-http-json", "mlserver-default-http-json"),
+             "grpc-mlserver-default": ("serve-grpc", "mlserver-default-grpc")}
+    assert set(doc["frontend_ratios"]) == set(pairs)
+    for key, (ours, theirs) in pairs.items():
+        for workload, ratio in doc["frontend_ratios"][key].items():
+            expected = found[(ours, workload)]["median"] / found[(theirs, workload)]["median"]
+            assert math.isclose(ratio, expected, rel_tol=1e-9), (key, workload)
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(ONNX_TIMEOUT_S + 60)
 def test_quick_onnx_run_writes_every_figure_and_ratio(tmp_path):
     pytest.importorskip("onnx")
