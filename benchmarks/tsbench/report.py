@@ -229,9 +229,12 @@ def chart(document: dict, path: str) -> Optional[str]:
     systems = [s for s in SYSTEMS if any(k[0] == s for k in by_key)]
     colors = {"c-api": "#555555", "python-api": "#2b7bba", "tritonclient-http": "#e0913a",
               "tritonclient-grpc": "#c4524e", "serve-http": "#f2c46d", "serve-grpc": "#e08e8a",
-              "echo-http": "#f7e3b5", "echo-grpc": "#f0c6c4"}
+              "echo-http": "#f7e3b5", "echo-grpc": "#f0c6c4", "tritonclient-http-json": "#b5651d",
+              "serve-http-json": "#d9a441", "mlserver-http-json": "#6a9f58",
+              "mlserver-grpc": "#3d7a3a", "mlserver-default-http-json": "#a9cf9b",
+              "mlserver-default-grpc": "#86b779"}
     columns = _columns(by_key)
-    fig, axes = plt.subplots(1, len(columns), figsize=(4.2 * len(columns), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(columns), figsize=(4.2 * len(columns), 5.4), squeeze=False)
     for ax, workload in zip(axes[0], columns):
         names, medians, low, high = [], [], [], []
         for system in systems:
@@ -247,7 +250,9 @@ def chart(document: dict, path: str) -> Optional[str]:
                color=[colors.get(n, "#888888") for n in names])
         ax.set_yscale("log")
         ax.set_xticks(list(xs))
-        ax.set_xticklabels([n.replace("tritonclient-", "tc-") for n in names], rotation=20)
+        ax.set_xticklabels([n.replace("tritonclient-", "tc-").replace("mlserver-", "mls-")
+                            .replace("default-", "def-") for n in names],
+                           rotation=60, ha="right", fontsize=8)
         ax.set_ylabel(FIGURE[workload][1])
         ratio = document["ratios"].get(workload)
         title = workload + (f"\npython-api / c-api = {ratio:.3f}" if ratio else "")
