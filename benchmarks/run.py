@@ -11,7 +11,8 @@ Python API, a raw C API driver in C++ (benchmarks/native, the ceiling),
 tritonclient HTTP and gRPC against the `tritonserver` executable of the same
 core (Triton's C++ frontends) and against our frontends (`python -m
 tritonserver serve`), echo servers (the libraries under our frontends with
-no Triton), HTTP with JSON tensors, and MLServer (asked for by name), all on
+no Triton, and with one in-process inference per request), HTTP with JSON
+tensors, and MLServer (asked for by name), all on
 127.0.0.1. Each system runs in its own process; every figure is the
 min/median/max of several runs, given as a ratio to the C API's median of
 the same run; our frontends are also given as a ratio to the C++
@@ -146,6 +147,7 @@ class Run:
         self.server = None
         self.serve = None
         self.echo = None
+        self.echo_core = None
         self.mlservers: dict = {}  # "mlserver" (parallel_workers 0), "mlserver-default"
         self.driver = None
         self.client_python = None
@@ -190,9 +192,12 @@ class Run:
         if any(s.startswith("serve-") for s in self.args.systems):
             self.serve = ServeServer(self.repository, self.log("tritonserver-serve"))
             self.serve.start()
-        if any(s.startswith("echo-") for s in self.args.systems):
+        if any(self.network_target_name(s) == "echo" for s in self.args.systems):
             self.echo = EchoServer(self.log("echo-server"))
             self.echo.start()
+        if any(self.network_target_name(s) == "echo-core" for s in self.args.systems):
+            self.echo_core = EchoServer(self.log("echo-core-server"), self.repository)
+            self.echo_core.start()
         # MLServer with its best setting (inference in the server process) and its default.
         for name, workers in (("mlserver", 0), ("mlserver-default", None)):
             if any(self.network_target_name(s) == name for s in self.args.systems):
@@ -206,9 +211,10 @@ class Run:
         if self.serve is not None:
             self.serve.stop()
             self.serve = None
-        if self.echo is not None:
-            self.echo.stop()
-            self.echo = None
+        for server in (self.echo, self.echo_core):
+            if server is not None:
+                server.stop()
+        self.echo = self.echo_core = None
         for server in self.mlservers.values():
             server.stop()
         self.mlservers = {}
@@ -240,7 +246,7 @@ class Run:
     @staticmethod
     def network_target_name(system: str) -> str:
         """The server of a network system: "tritonclient" (the executable),
-        "serve", "echo", "mlserver" or "mlserver-default"."""
+        "serve", "echo", "echo-core", "mlserver" or "mlserver-default"."""
         name = system[:-len("-json")] if system.endswith("-json") else system
         return name.rsplit("-", 1)[0]
 
@@ -249,7 +255,7 @@ class Run:
         json_tensors = system.endswith("-json")
         name = system[:-len("-json")] if json_tensors else system
         targets = {"tritonclient": self.server, "serve": self.serve, "echo": self.echo,
-                   **self.mlservers}
+                   "echo-core": self.echo_core, **self.mlservers}
         return targets[self.network_target_name(system)], name.rsplit("-", 1)[1], json_tensors
 
     def measure(self, system: str, rounds: int) -> None:

@@ -8,15 +8,16 @@ import statistics
 from typing import Optional
 
 SYSTEMS = ("c-api", "python-api", "tritonclient-http", "tritonclient-grpc", "serve-http",
-           "serve-grpc", "echo-http", "echo-grpc", "tritonclient-http-json", "serve-http-json",
-           "mlserver-http-json", "mlserver-grpc", "mlserver-default-http-json",
+           "serve-grpc", "echo-http", "echo-grpc", "echo-core-http", "echo-core-grpc",
+           "tritonclient-http-json", "serve-http-json", "echo-core-http-json", "mlserver-http-json", "mlserver-grpc", "mlserver-default-http-json",
            "mlserver-default-grpc")
 # MLServer's systems need their own venv with mlserver (minutes to make): asked for by name.
 DEFAULT_SYSTEMS = tuple(s for s in SYSTEMS if not s.startswith("mlserver-"))
 # (ours, theirs, key) of the ratios given beside the table: our frontends
 # (`python -m tritonserver serve`) against Triton's C++ ones through the same
 # client; the echo servers' rows are the ceiling of the libraries under our
-# frontends (tsbench/echo_server.py); and our frontends against MLServer
+# frontends (tsbench/echo_server.py), the echo-core ones the floor of a
+# Python frontend over the in-process API; and our frontends against MLServer
 # (tsbench/mlserver_server.py), over HTTP with JSON tensors (MLServer takes no
 # binary ones) and over gRPC.
 FRONTEND_PAIRS = (("serve-http", "tritonclient-http", "http"),
@@ -24,6 +25,11 @@ FRONTEND_PAIRS = (("serve-http", "tritonclient-http", "http"),
                   ("echo-http", "tritonclient-http", "http-echo"),
                   ("echo-grpc", "tritonclient-grpc", "grpc-echo"),
                   ("serve-http-json", "tritonclient-http-json", "http-json"),
+                  ("serve-http", "echo-core-http", "http-core-floor"),
+                  ("serve-grpc", "echo-core-grpc", "grpc-core-floor"),
+                  ("serve-http-json", "echo-core-http-json", "http-json-core-floor"),
+                  ("echo-core-http-json", "mlserver-http-json", "http-json-core-floor-mlserver"),
+                  ("echo-core-grpc", "mlserver-grpc", "grpc-core-floor-mlserver"),
                   ("serve-http-json", "mlserver-http-json", "http-json-mlserver"),
                   ("serve-grpc", "mlserver-grpc", "grpc-mlserver"),
                   ("serve-http-json", "mlserver-default-http-json", "http-json-mlserver-default"),
@@ -51,6 +57,11 @@ SYSTEM_LABELS = {
     "serve-grpc": "tritonclient gRPC -> our frontend (python -m tritonserver serve)",
     "echo-http": "tritonclient HTTP -> our HTTP server echoing the input, no Triton",
     "echo-grpc": "tritonclient gRPC -> grpcio's server echoing the input, no Triton",
+    "echo-core-http": "tritonclient HTTP -> our HTTP server, one in-process inference per "
+                      "request (the floor of a Python frontend)",
+    "echo-core-grpc": "tritonclient gRPC -> grpcio's server, one in-process inference per request",
+    "echo-core-http-json": "tritonclient HTTP, JSON tensors -> our HTTP server, one in-process "
+                           "inference per request",
     "tritonclient-http-json": "tritonclient HTTP, JSON tensors -> tritonserver executable",
     "serve-http-json": "tritonclient HTTP, JSON tensors -> our frontend",
     "mlserver-http-json": "tritonclient HTTP, JSON tensors -> MLServer, parallel_workers 0",
@@ -229,7 +240,9 @@ def chart(document: dict, path: str) -> Optional[str]:
     systems = [s for s in SYSTEMS if any(k[0] == s for k in by_key)]
     colors = {"c-api": "#555555", "python-api": "#2b7bba", "tritonclient-http": "#e0913a",
               "tritonclient-grpc": "#c4524e", "serve-http": "#f2c46d", "serve-grpc": "#e08e8a",
-              "echo-http": "#f7e3b5", "echo-grpc": "#f0c6c4", "tritonclient-http-json": "#b5651d",
+              "echo-http": "#f7e3b5", "echo-grpc": "#f0c6c4", "echo-core-http": "#efd08a",
+              "echo-core-grpc": "#e6a9a6", "echo-core-http-json": "#e8c777",
+              "tritonclient-http-json": "#b5651d",
               "serve-http-json": "#d9a441", "mlserver-http-json": "#6a9f58",
               "mlserver-grpc": "#3d7a3a", "mlserver-default-http-json": "#a9cf9b",
               "mlserver-default-grpc": "#86b779"}

@@ -35,13 +35,18 @@ SYSTEMS = {"python-api": WORKLOADS, "c-api": ("sync", "async64", "large16MiB", "
            "serve-http": WORKLOADS, "serve-grpc": WORKLOADS,
            "echo-http": ("sync", "async64", "large16MiB", "threads4"),
            "echo-grpc": ("sync", "async64", "large16MiB", "threads4"),
-           "tritonclient-http-json": SMALL, "serve-http-json": SMALL}
+           "echo-core-http": ("sync", "async64", "large16MiB", "threads4"),
+           "echo-core-grpc": ("sync", "async64", "large16MiB", "threads4"),
+           "tritonclient-http-json": SMALL, "serve-http-json": SMALL, "echo-core-http-json": SMALL}
 # frontend_ratios: key -> (system, the one it is divided by)
 FRONTEND_RATIOS = {"http": ("serve-http", "tritonclient-http"),
                    "grpc": ("serve-grpc", "tritonclient-grpc"),
                    "http-echo": ("echo-http", "tritonclient-http"),
                    "grpc-echo": ("echo-grpc", "tritonclient-grpc"),
-                   "http-json": ("serve-http-json", "tritonclient-http-json")}
+                   "http-json": ("serve-http-json", "tritonclient-http-json"),
+                   "http-core-floor": ("serve-http", "echo-core-http"),
+                   "grpc-core-floor": ("serve-grpc", "echo-core-grpc"),
+                   "http-json-core-floor": ("serve-http-json", "echo-core-http-json")}
 UNITS = {"sync": "inferences/s", "async64": "inferences/s", "large16MiB": "GB/s",
          "large16MiB-shm": "GB/s", "threads4": "inferences/s"}
 RUN_TIMEOUT_S = 600  # generous: a cold venv (PyPI) and a cold build come first
