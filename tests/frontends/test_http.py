@@ -8,6 +8,7 @@ import base64
 import gzip
 import json
 import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -300,8 +301,8 @@ def test_compression_both_ways(client):
 
 
 def test_gzip_response_on_the_wire(endpoints):
-    x = np.arange(8, dtype=np.float32)
-    body, headers = binary_infer_body([("INPUT0", "FP32", [8], x.tobytes())], ["OUTPUT0"])
+    x = np.arange(1024, dtype=np.float32)
+    body, headers = binary_infer_body([("INPUT0", "FP32", [1024], x.tobytes())], ["OUTPUT0"])
     status, rh, data = support.request(endpoints.http.port, "POST",
                                        "/v2/models/identity_fp32/infer",
                                        gzip.compress(body),
@@ -310,6 +311,24 @@ def test_gzip_response_on_the_wire(endpoints):
     assert status == 200 and rh["content-encoding"] == "gzip"
     document, raw = split_binary_response(rh, gzip.decompress(data))
     assert np.array_equal(np.frombuffer(raw, np.float32), x)
+
+
+def test_small_responses_go_uncompressed_unless_identity_is_refused(endpoints):
+    # Under 1 KiB a compressor costs more than it saves; HTTP allows identity unless refused.
+    x = np.arange(8, dtype=np.float32)
+    body, headers = binary_infer_body([("INPUT0", "FP32", [8], x.tobytes())], ["OUTPUT0"])
+    for accept, expected in (("gzip", None), ("deflate, gzip;q=0.5", None),
+                             ("gzip, identity;q=0", "gzip"), ("deflate, *;q=0", "deflate")):
+        status, rh, data = support.request(endpoints.http.port, "POST",
+                                           "/v2/models/identity_fp32/infer", body,
+                                           {**headers, "Accept-Encoding": accept})
+        assert status == 200 and rh.get("content-encoding") == expected, accept
+        if expected == "gzip":
+            data = gzip.decompress(data)
+        elif expected == "deflate":
+            data = zlib.decompress(data)
+        document, raw = split_binary_response(rh, data)
+        assert np.array_equal(np.frombuffer(raw, np.float32), x)
 
 
 def test_raw_binary_request(endpoints):

@@ -254,7 +254,7 @@ def infer_reply(headers: dict[bytes, bytes], entry: ModelEntry, response: Infere
     else:
         body = header
         content_type = JSON_TYPE
-    encoding = choose_encoding(headers.get(b"accept-encoding"))
+    encoding = choose_encoding(headers.get(b"accept-encoding"), len(body))
     if encoding is not None:
         body = compress(body, encoding)
         extra.append((b"content-encoding", encoding.encode()))
