@@ -131,6 +131,20 @@ def _prune_logs(folder: str, keep: int) -> None:
         shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
 
 
+# The systems measured in this process's children without a network server.
+LOCAL_SYSTEMS = ("c-api", "python-api")
+
+
+def network_parts(system: str) -> tuple:
+    """(server, protocol, JSON tensors?) of a network system's name: the
+    server is "tritonclient" (the executable), "serve", "echo", "echo-core",
+    "mlserver" or "mlserver-default"; "-json" ends an HTTP system with JSON
+    tensors."""
+    json_tensors = system.endswith("-json")
+    name, protocol = (system[:-len("-json")] if json_tensors else system).rsplit("-", 1)
+    return name, protocol, json_tensors
+
+
 class Run:
     """One benchmark run: prepares what the chosen systems need, measures, reports."""
 
@@ -176,12 +190,11 @@ class Run:
         if "c-api" in self.args.systems:
             self.driver = native.build_driver(self.core.library, self.args.build_dir,
                                               self.args.venv, self.setup_log)
-        network = [s for s in self.args.systems
-                   if s.startswith(("tritonclient-", "serve-", "echo-", "mlserver-"))]
-        if network:
+        needed = {network_parts(s)[0] for s in self.args.systems if s not in LOCAL_SYSTEMS}
+        if needed:
             self.client_python, self.tritonclient_version = clientenv.client_python(
                 self.args.venv, self.args.client_python, self.setup_log)
-        if any(s.startswith("tritonclient-") for s in self.args.systems):
+        if "tritonclient" in needed:
             if not self.core.executable or not os.path.isfile(self.core.executable):
                 raise BenchError("this core has no tritonserver executable "
                                  f"(core root: {self.core.root})")
@@ -189,18 +202,18 @@ class Run:
                 self.core.executable, self.core.libs_dir, self.repository,
                 self.backend_dir, self.core.cache_dir, self.log("tritonserver-executable"))
             self.server.start()
-        if any(s.startswith("serve-") for s in self.args.systems):
+        if "serve" in needed:
             self.serve = ServeServer(self.repository, self.log("tritonserver-serve"))
             self.serve.start()
-        if any(self.network_target_name(s) == "echo" for s in self.args.systems):
+        if "echo" in needed:
             self.echo = EchoServer(self.log("echo-server"))
             self.echo.start()
-        if any(self.network_target_name(s) == "echo-core" for s in self.args.systems):
+        if "echo-core" in needed:
             self.echo_core = EchoServer(self.log("echo-core-server"), self.repository)
             self.echo_core.start()
         # MLServer with its best setting (inference in the server process) and its default.
         for name, workers in (("mlserver", 0), ("mlserver-default", None)):
-            if any(self.network_target_name(s) == name for s in self.args.systems):
+            if name in needed:
                 self.mlservers[name] = MLServerServer(self.log(name), parallel_workers=workers)
                 self.mlservers[name].start()
 
@@ -243,20 +256,12 @@ class Run:
         return [self.client_python, CLIENT_WORKER, "--protocol", protocol, "--url", url] + \
             (["--json-tensors"] if json_tensors else []) + loop, env
 
-    @staticmethod
-    def network_target_name(system: str) -> str:
-        """The server of a network system: "tritonclient" (the executable),
-        "serve", "echo", "echo-core", "mlserver" or "mlserver-default"."""
-        name = system[:-len("-json")] if system.endswith("-json") else system
-        return name.rsplit("-", 1)[0]
-
     def network_target(self, system: str) -> tuple:
         """(server, "http" or "grpc", JSON tensors?) of a network system."""
-        json_tensors = system.endswith("-json")
-        name = system[:-len("-json")] if json_tensors else system
+        name, protocol, json_tensors = network_parts(system)
         targets = {"tritonclient": self.server, "serve": self.serve, "echo": self.echo,
                    "echo-core": self.echo_core, **self.mlservers}
-        return targets[self.network_target_name(system)], name.rsplit("-", 1)[1], json_tensors
+        return targets[name], protocol, json_tensors
 
     def measure(self, system: str, rounds: int) -> None:
         args, env = self.command(system, rounds)
