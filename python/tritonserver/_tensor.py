@@ -32,6 +32,23 @@ _DLPACK_DEVICE_BY_MEMORY_TYPE = {
 _MEMORY_TYPE_BY_DLPACK_DEVICE = {v: k for k, v in _DLPACK_DEVICE_BY_MEMORY_TYPE.items()}
 
 
+_memory_view = ctypes.pythonapi.PyMemoryView_FromMemory
+_memory_view.restype = ctypes.py_object
+_memory_view.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int]
+_PYBUF_WRITE = 0x200
+
+
+def host_view(data_ptr: int, size: int) -> memoryview:
+    """A writable byte view of `size` bytes of host memory at `data_ptr`; no
+    copy, and it does not keep the memory alive. Not `(c_char * size)`: ctypes
+    keeps every array type it makes, one per distinct size, for the life of
+    the process, so a server answering tensors of ever new sizes would grow."""
+    if size == 0:
+        return memoryview(b"")
+    view: memoryview = _memory_view(data_ptr, size, _PYBUF_WRITE)
+    return view
+
+
 @dataclass
 class MemoryBuffer:
     """A span of memory and the object that keeps it alive.
@@ -55,9 +72,7 @@ class MemoryBuffer:
         """Host bytes of this buffer (no copy)."""
         if self.memory_type not in (MemoryType.CPU, MemoryType.CPU_PINNED):
             raise UnsupportedError("this buffer is in GPU memory; copy it to the host first")
-        if self.size == 0:
-            return memoryview(b"")
-        return memoryview((ctypes.c_char * self.size).from_address(self.data_ptr)).cast("B")
+        return host_view(self.data_ptr, self.size)
 
 
 @dataclass

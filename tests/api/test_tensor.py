@@ -96,3 +96,27 @@ def test_memory_buffer_owner_is_what_keeps_the_memory():
     # The owner alone keeps the bytes readable at the buffer's address.
     assert owner is not None
     assert list((np.ctypeslib.ctypes.c_uint8 * 16).from_address(address)) == list(range(16))
+
+
+def test_bytes_of_ever_new_sizes_keep_no_memory():
+    """Reading BYTES tensors of 2,000 distinct sizes leaves nothing behind
+    (a view made as a ctypes array type per size did: ctypes keeps each)."""
+    import gc
+    import tracemalloc
+
+    def read(n: int) -> None:
+        t = Tensor.from_bytes_array(np.array([b"x" * n], dtype=object))
+        assert t.to_bytes_array()[0] == b"x" * n
+
+    read(1)
+    tracemalloc.start()
+    try:
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(2, 2002):
+            read(n)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 1024, f"{grown} B stayed after reading 2,000 tensors"

@@ -10,7 +10,6 @@ that BYTES tensors have their length prefixes checked (one step per element).
 
 from __future__ import annotations
 
-import ctypes
 import math
 import struct
 from typing import Any, Optional
@@ -26,6 +25,7 @@ from tritonserver import (
     Tensor,
     UnsupportedError,
 )
+from tritonserver._tensor import host_view
 
 MAX_DIMS = 32
 
@@ -182,10 +182,7 @@ def tensor_bytes(tensor: Tensor) -> memoryview:
     """The host bytes of an output tensor (a view, valid while it lives)."""
     if tensor.memory_type not in (MemoryType.CPU, MemoryType.CPU_PINNED):
         raise UnsupportedError(f"output in {tensor.memory_type.name} memory cannot be sent")
-    size = tensor.size
-    if size == 0:
-        return memoryview(b"")
-    return memoryview((ctypes.c_char * size).from_address(tensor.data_ptr)).cast("B")
+    return host_view(tensor.data_ptr, tensor.size)
 
 
 def tensor_to_list(name: str, tensor: Tensor) -> list[Any]:
