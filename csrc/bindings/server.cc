@@ -48,13 +48,57 @@ size_t ServerHandle::AbandonUnfinished(const std::string& message) {
   return ended;
 }
 
+namespace {
+
+// Core 2.51 keeps one pinned-memory manager per process: the first server
+// makes it, and deleting any server resets it (~InferenceServer calls
+// PinnedMemoryManager::Reset). The servers still alive then get null
+// buffers from every host allocation the core makes for them, and crash
+// where the core does not check (seen: the first request of a sequence
+// with implicit state copies its initial state into one). So a server
+// whose handle goes while others live is stopped at once and deleted only
+// with the last server of the process.
+struct Census {
+  std::mutex mutex;
+  size_t alive = 0;
+  std::vector<TRITONSERVER_Server*> stopped;  // deletion deferred
+};
+Census& Servers() {
+  static auto* census = new Census();  // never destroyed: used until exit
+  return *census;
+}
+
+}  // namespace
+
+ServerHandle::ServerHandle(TRITONSERVER_Server* server)
+    : server_(server), in_flight_(std::make_shared<std::atomic<int64_t>>(0)) {
+  if (server_ == nullptr) return;
+  std::lock_guard<std::mutex> lock(Servers().mutex);
+  ++Servers().alive;
+}
+
 ServerHandle::~ServerHandle() {
   if (server_ == nullptr) return;
-  // ServerDelete waits for models to unload (and for the python backend's
-  // stub processes to exit); no Python object is touched, so let other
-  // threads run meanwhile.
+  // Stop and ServerDelete wait for models to unload (and for the python
+  // backend's stub processes to exit); no Python object is touched, so let
+  // other threads run meanwhile.
   pyinterop::ReleaseGil unlocked;
-  ErrorPtr ignored(Core().TRITONSERVER_ServerDelete(server_));
+  {
+    ErrorPtr ignored(Core().TRITONSERVER_ServerStop(server_));
+  }
+  std::vector<TRITONSERVER_Server*> to_delete;
+  {
+    std::lock_guard<std::mutex> lock(Servers().mutex);
+    if (--Servers().alive > 0) {
+      Servers().stopped.push_back(server_);
+      return;
+    }
+    to_delete.swap(Servers().stopped);
+  }
+  to_delete.push_back(server_);
+  for (TRITONSERVER_Server* server : to_delete) {
+    ErrorPtr ignored(Core().TRITONSERVER_ServerDelete(server));
+  }
 }
 
 Server::Server(ServerOptions& options) {

@@ -18,8 +18,9 @@ namespace tritonpy {
 
 class ServerHandle {
  public:
-  explicit ServerHandle(TRITONSERVER_Server* server)
-      : server_(server), in_flight_(std::make_shared<std::atomic<int64_t>>(0)) {}
+  explicit ServerHandle(TRITONSERVER_Server* server);
+  // Stops the server; deletes it, unless other servers of this process are
+  // alive (then it is deleted with the last of them: see server.cc).
   ~ServerHandle();
   ServerHandle(const ServerHandle&) = delete;
   ServerHandle& operator=(const ServerHandle&) = delete;
