@@ -1,12 +1,13 @@
-// onnxruntime: the backend that Triton model repositories name for ONNX
-// models (platform "onnxruntime_onnx" or backend "onnxruntime"). Its models
-// run on ONNX Runtime's Python API inside the interpreter that runs the
-// server (tritonserver._onnx), through the inprocess backend's machinery:
-// this library only forwards the seven entry points to
-// libtriton_inprocess.so, found beside this library's own folder. The core
-// gives each backend its own TRITONBACKEND_Backend, so the two backends keep
-// separate states; the inprocess runtime sends a model whose configuration
-// names this backend to tritonserver._onnx.
+// The framework backends: onnxruntime (ONNX models, platform
+// "onnxruntime_onnx"), pytorch (TorchScript, platform "pytorch_libtorch") and
+// openvino (OpenVINO IR), the names Triton model repositories give them. Their
+// models run on the framework's Python API inside the interpreter that runs
+// the server (tritonserver._framework and one module per framework), through
+// the inprocess backend's machinery: each of these libraries is this one file,
+// built under the backend's name, and only forwards the seven entry points to
+// libtriton_inprocess.so, found beside its own folder. The core gives each
+// backend its own TRITONBACKEND_Backend, so they keep separate states; the
+// inprocess runtime sends a model to the framework its configuration names.
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -40,7 +41,7 @@ std::string InprocessPath() {
     return "";
   }
   std::string path(real);
-  path = path.substr(0, path.rfind('/'));  // .../backends/onnxruntime
+  path = path.substr(0, path.rfind('/'));  // .../backends/<this backend>
   return path.substr(0, path.rfind('/')) + "/inprocess/libtriton_inprocess.so";
 }
 
@@ -57,16 +58,17 @@ const Entries& Inprocess() {
     Entries e;
     const std::string path = InprocessPath();
     if (path.empty()) {
-      e.failure = "the onnxruntime backend could not find its own library file";
+      e.failure = "a framework backend (" TRITONSERVER_FRAMEWORK_BACKEND
+                  ") could not find its own library file";
       return e;
     }
     void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (library == nullptr) {
       const char* why = dlerror();
-      e.failure =
-          "the onnxruntime backend runs on the inprocess backend, which could not be "
-          "loaded from " +
-          path + ": " + (why != nullptr ? why : "unknown error");
+      e.failure = "the " TRITONSERVER_FRAMEWORK_BACKEND
+                  " backend runs on the inprocess backend, which could not be "
+                  "loaded from " +
+                  path + ": " + (why != nullptr ? why : "unknown error");
       return e;
     }
     Resolve(library, "TRITONBACKEND_Initialize", &e.initialize, &e.failure);

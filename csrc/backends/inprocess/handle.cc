@@ -195,6 +195,32 @@ void RequestHandle::Send(py::handle outputs, py::handle parameters, bool final) 
   }
 }
 
+void RequestHandle::UpdateStates(py::handle states) {
+  if (!PyList_Check(states.ptr()) && !PyTuple_Check(states.ptr())) {
+    throw tb::Error::InvalidArgument("states must be a list of Output");
+  }
+  py::sequence items = py::reinterpret_borrow<py::sequence>(states);
+  std::vector<OutputItem> parsed(items.size());
+  for (size_t i = 0; i < parsed.size(); ++i) ParseOutput(items[i], parsed[i]);
+  py::gil_scoped_release unlocked;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const OutputItem& item : parsed) {
+    TRITONBACKEND_State* state = nullptr;
+    tb::Check(TRITONBACKEND_StateNew(&state, request_->handle(), item.name.c_str(), item.dtype,
+                                     item.shape.data(), static_cast<uint32_t>(item.shape.size())));
+    const auto size = static_cast<uint64_t>(item.data.view.len);
+    void* buffer = nullptr;
+    TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
+    int64_t memory_type_id = 0;
+    tb::Check(TRITONBACKEND_StateBuffer(state, &buffer, size, &memory_type, &memory_type_id));
+    if (!tb::IsHostMemory(memory_type)) {
+      throw tb::Error::Unsupported("state '" + item.name + "': the core gave a device buffer");
+    }
+    if (size != 0) std::memcpy(buffer, item.data.view.buf, size);
+    tb::Check(TRITONBACKEND_StateUpdate(state));
+  }
+}
+
 void RequestHandle::Fail(int code, const std::string& message) {
   FailIfOpen(static_cast<TRITONSERVER_Error_Code>(code), message);
 }
@@ -266,6 +292,9 @@ void RegisterHandleTypes(py::module_& module) {
                             "backend hands it to Python.")
       .def("send", &RequestHandle::Send, py::arg("outputs"), py::arg("parameters") = py::none(),
            py::arg("final") = true, "One response: a list of Output, a dict of parameters or None.")
+      .def("update_states", &RequestHandle::UpdateStates, py::arg("states"),
+           "The sequence's implicit states, a list of Output named as the states' "
+           "output_name; read by the next request of the sequence.")
       .def("fail", &RequestHandle::Fail, py::arg("code"), py::arg("message"),
            "End the request with an error (nothing if it already ended).")
       .def("finish", &RequestHandle::Finish,

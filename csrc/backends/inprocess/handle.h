@@ -47,6 +47,10 @@ class RequestHandle {
 
   // Python methods (with the GIL).
   void Send(py::handle outputs, py::handle parameters, bool final);
+  // The implicit state of the request's sequence (sequence_batching
+  // state): each Output becomes the named state the next request of the
+  // sequence reads. Before the response is sent.
+  void UpdateStates(py::handle states);
   void Fail(int code, const std::string& message);
   void Finish();
   bool IsCancelled();
