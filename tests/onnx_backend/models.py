@@ -116,6 +116,52 @@ def conv_net(seed: int = 3) -> onnx.ModelProto:
     return _model(nodes, [image], [logits], weights)
 
 
+def _fp32(name: str, shape: list) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def sequence_controls() -> onnx.ModelProto:
+    """OUTPUT = INPUT * READY + 100 * START: the sequence batcher's control
+    tensors as graph inputs (each [batch, 1])."""
+    return _model([helper.make_node("Mul", ["INPUT", "READY"], ["ready_input"]),
+                   helper.make_node("Mul", ["START", "HUNDRED"], ["started"]),
+                   helper.make_node("Add", ["ready_input", "started"], ["OUTPUT"])],
+                  [_fp32(n, ["batch", 1]) for n in ("INPUT", "START", "READY")],
+                  [_fp32("OUTPUT", ["batch", 1])],
+                  [helper.make_tensor("HUNDRED", TensorProto.FLOAT, [], [100.0])])
+
+
+def running_sum() -> onnx.ModelProto:
+    """OUTPUT = OUTPUT_STATE = INPUT + INPUT_STATE: a sum over a sequence
+    kept in the sequence's implicit state (each [batch, 1])."""
+    return _model([helper.make_node("Add", ["INPUT", "INPUT_STATE"], ["OUTPUT"]),
+                   helper.make_node("Identity", ["OUTPUT"], ["OUTPUT_STATE"])],
+                  [_fp32("INPUT", ["batch", 1]), _fp32("INPUT_STATE", ["batch", 1])],
+                  [_fp32("OUTPUT", ["batch", 1]), _fp32("OUTPUT_STATE", ["batch", 1])])
+
+
+def with_default() -> onnx.ModelProto:
+    """Y = X + OFFSET ([4]), OFFSET an initializer a request may override
+    (an optional input)."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["X", "OFFSET"], ["Y"])], "test",
+        [_fp32("X", [4]), _fp32("OFFSET", [4])], [_fp32("Y", [4])],
+        initializer=[helper.make_tensor("OFFSET", TensorProto.FLOAT, [4], [10.0] * 4)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model)
+    return model
+
+
+def ragged_scale() -> onnx.ModelProto:
+    """OUT = INPUT * max(INDEX): a ragged INPUT (the batch's elements in one
+    flat [n]) times the batch's element count, from the batch input INDEX
+    (BATCH_ACCUMULATED_ELEMENT_COUNT, [requests])."""
+    return _model([helper.make_node("ReduceMax", ["INDEX"], ["total"], keepdims=0),
+                   helper.make_node("Mul", ["INPUT", "total"], ["OUT"])],
+                  [_fp32("INPUT", ["n"]), _fp32("INDEX", ["requests"])], [_fp32("OUT", ["n"])])
+
+
 def write(repo: str, name: str, model: onnx.ModelProto, config: Optional[str] = None,
           version: int = 1, filename: str = "model.onnx", external_data: bool = False) -> str:
     """<repo>/<name>/<version>/<filename> (a folder holding model.onnx and its

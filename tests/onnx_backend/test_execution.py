@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -18,6 +16,7 @@ import pytest
 import tritonserver
 from conftest import start_server, stats_when, stop_within
 from onnx_backend import models
+from parallel_runs import overlapping
 
 EXPLICIT = tritonserver.ModelControlMode.EXPLICIT
 
@@ -124,31 +123,12 @@ def test_every_data_type_round_trips(server):
 
 
 def test_instances_run_in_parallel_with_the_gil_free(server):
-    """Two instances, two long runs at once: a Python thread keeps ticking
-    while they run (ONNX Runtime releases the GIL), and both finish."""
+    """Two instances, two long runs at once: they overlap, and a Python
+    thread keeps ticking while they run (ONNX Runtime releases the GIL)."""
     model = server.model("slow")
     x = np.ones((512, 512), np.float32)
     next(model.infer(inputs={"X": x}))  # warm both paths up
-    ticks, stop = [], threading.Event()
-
-    def tick():
-        while not stop.is_set():
-            ticks.append(time.monotonic())
-            time.sleep(0.001)
-
-    ticker = threading.Thread(target=tick)
-    ticker.start()
-    try:
-        running = [model.infer(inputs={"X": x}) for _ in range(2)]
-        started = time.monotonic()
-        outputs = [next(r).outputs["Y"] for r in running]
-        finished = time.monotonic()
-    finally:
-        stop.set()
-        ticker.join()
-    during = [t for t in ticks if started <= t <= finished]
-    assert len(during) >= 10, f"{len(during)} ticks in {finished - started:.3f} s"
-    for y in outputs:
+    for y in overlapping(model, {"X": x}, "Y").outputs:
         np.testing.assert_allclose(np.from_dlpack(y), 1.0, rtol=1e-4)
     stats = model.statistics()["model_stats"][0]
     assert stats["execution_count"] >= 3

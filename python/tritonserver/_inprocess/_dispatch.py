@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from tritonserver import _datatypes as dt
 from tritonserver._enums import DataType
+from tritonserver._framework import framework
 from tritonserver._errors import (
     InternalError,
     TritonError,
@@ -21,7 +22,6 @@ from tritonserver._errors import (
 from tritonserver._inprocess import _loader
 from tritonserver._inprocess._model import ModelInstance, PythonModel
 from tritonserver._inprocess._request import ModelRequest, send
-from tritonserver._onnx import BACKEND as ONNX_BACKEND
 
 if TYPE_CHECKING:
     import numpy as np
@@ -78,18 +78,12 @@ def complete_config(name: str, version: int, config_json: str, repository_path: 
     """The model configuration completed by its runtime (the server allows
     it: Options.strict_model_config=False), or None to keep it."""
     config = json.loads(config_json)
-    if config.get("backend") != ONNX_BACKEND:
+    module = framework(config.get("backend"))
+    if module is None:
         return None
-    from tritonserver._onnx import _config, _session
-
     settings = json.loads(backend_settings_json).get("cmdline", {})
     try:
-        ort = _session.onnxruntime()
-        path = _session.model_path(name, version, repository_path, config)
-        session = _session.open_session(ort, name, path, ort.SessionOptions(),
-                                        ["CPUExecutionProvider"])
-        completed = _config.complete(name, config, *_config.model_tensors(name, session),
-                                     settings.get("default-max-batch-size"))
+        completed = module.complete(name, version, config, repository_path, settings)
     except Exception as e:
         _raise(name, "completing its configuration", e)
     return None if completed is None else json.dumps(completed)
@@ -99,10 +93,9 @@ def load_model(name: str, version: int, config_json: str, repository_path: str) 
     config = json.loads(config_json)
     parameters = _string_parameters(config)
     try:
-        if config.get("backend") == ONNX_BACKEND:
-            from tritonserver._onnx._model import OnnxRuntimeModel
-
-            model: PythonModel = OnnxRuntimeModel()
+        module = framework(config.get("backend"))
+        if module is not None:
+            model: PythonModel = module.Model()
         else:
             model = _loader.make(name, version, repository_path, parameters,
                                  config.get("default_model_filename", ""))

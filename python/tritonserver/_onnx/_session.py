@@ -4,23 +4,16 @@ the execution providers its execution accelerators ask for."""
 
 from __future__ import annotations
 
-import importlib
 import logging
-import os
 from typing import Any
 
-from tritonserver._distribution import install_command
-from tritonserver._errors import (
-    InvalidArgumentError,
-    NotFoundError,
-    UnavailableError,
-    UnsupportedError,
-)
+from tritonserver._errors import InvalidArgumentError, UnsupportedError
+from tritonserver._framework import _params
+from tritonserver._framework._params import bool_parameter, int_parameter, runtime
 
 log = logging.getLogger("tritonserver.onnxruntime")
 
 DEFAULT_FILENAME = "model.onnx"
-INSTALL = install_command("onnx")
 
 # Triton's accelerator names -> ONNX Runtime's execution providers.
 _PROVIDERS = {"tensorrt": "TensorrtExecutionProvider", "cuda": "CUDAExecutionProvider",
@@ -29,46 +22,14 @@ _PROVIDERS = {"tensorrt": "TensorrtExecutionProvider", "cuda": "CUDAExecutionPro
 
 def onnxruntime() -> Any:
     """The onnxruntime module, or UnavailableError naming the extra."""
-    try:
-        ort = importlib.import_module("onnxruntime")  # untyped: kept Any
-    except ImportError as e:
-        raise UnavailableError(
-            f"the onnxruntime backend needs the onnxruntime package ({e}); install it with "
-            f"{INSTALL}") from None
-    return ort
+    return runtime("onnxruntime", "onnxruntime", "onnx")
 
 
 def model_path(name: str, version: int, repository_path: str, config: dict[str, Any]) -> str:
     """The model file: <version>/<default_model_filename>, or model.onnx in
     it when that is a folder (a model with its external-data weights)."""
-    filename = config.get("default_model_filename") or DEFAULT_FILENAME
-    path = os.path.join(repository_path, str(version), filename)
-    if os.path.isdir(path):
-        path = os.path.join(path, DEFAULT_FILENAME)
-    if not os.path.isfile(path):
-        raise NotFoundError(f"model '{name}': unable to find the ONNX model file '{path}'")
-    return path
-
-
-def _int_parameter(parameters: dict[str, str], key: str) -> int:
-    text = parameters.get(key, "")
-    try:
-        return int(text) if text.strip() else 0
-    except ValueError:
-        raise InvalidArgumentError(f"parameter {key}: failed to convert '{text}' to an integer")\
-            from None
-
-
-def _bool_parameter(parameters: dict[str, str], key: str) -> Any:
-    text = parameters.get(key)
-    if text is None:
-        return None
-    value = text.strip().lower()
-    if value in ("true", "on", "1"):
-        return True
-    if value in ("false", "off", "0"):
-        return False
-    raise InvalidArgumentError(f"parameter {key}: failed to convert '{text}' to a boolean")
+    return _params.model_path(name, version, repository_path, config, DEFAULT_FILENAME,
+                              "ONNX model")
 
 
 def session_options(ort: Any, config: dict[str, Any], parameters: dict[str, str]) -> Any:
@@ -77,10 +38,10 @@ def session_options(ort: Any, config: dict[str, Any], parameters: dict[str, str]
     options = ort.SessionOptions()
     for key, attribute in (("intra_op_thread_count", "intra_op_num_threads"),
                            ("inter_op_thread_count", "inter_op_num_threads")):
-        count = _int_parameter(parameters, key)
+        count = int_parameter(parameters, key)
         if count > 0:
             setattr(options, attribute, count)
-    mode = _int_parameter(parameters, "execution_mode")
+    mode = int_parameter(parameters, "execution_mode")
     if mode not in (0, 1):
         raise InvalidArgumentError(
             f"parameter execution_mode: expected 0 (sequential) or 1 (parallel), got {mode}")
@@ -88,7 +49,7 @@ def session_options(ort: Any, config: dict[str, Any], parameters: dict[str, str]
                               else ort.ExecutionMode.ORT_PARALLEL)
     for key, attribute in (("enable_mem_arena", "enable_cpu_mem_arena"),
                            ("enable_mem_pattern", "enable_mem_pattern")):
-        flag = _bool_parameter(parameters, key)
+        flag = bool_parameter(parameters, key)
         if flag is not None:
             setattr(options, attribute, flag)
     level = config.get("optimization", {}).get("graph", {}).get("level", 0)
