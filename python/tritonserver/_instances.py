@@ -36,7 +36,7 @@ _MARKER = b"tritonserver-backend-sdk:workers-parameter-1"
 _DEFAULT_CPU_COUNT = {"onnxruntime": 2, "tensorflow": 2}
 # The backend the core picks for a config-less model from its file name.
 _BY_FILE = {"model.onnx": "onnxruntime", "model.py": "python", "model.pt": "pytorch",
-            "model.plan": "tensorrt", "model.savedmodel": "tensorflow",
+            "model.xml": "openvino", "model.plan": "tensorrt", "model.savedmodel": "tensorflow",
             "model.graphdef": "tensorflow"}
 _BY_PLATFORM = {"onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch",
                 "tensorrt_plan": "tensorrt", "tensorflow_graphdef": "tensorflow",
