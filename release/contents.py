@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, List, Pattern
 
-BACKENDS = ("identity", "add_sub", "repeat", "accumulate", "sleep", "inprocess", "onnxruntime")
+BACKENDS = ("identity", "add_sub", "repeat", "accumulate", "sleep", "inprocess", "onnxruntime",
+            "pytorch", "openvino")
 
 
 def _patterns(*texts: str) -> List[Pattern[str]]:
