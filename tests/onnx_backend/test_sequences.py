@@ -7,6 +7,7 @@ through the in-process API and tritonclient's sequence calls."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import queue
 import threading
 
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 import tritonserver
-from conftest import start_server, stop_within
+from conftest import start_server, stats_when, stop_within
 from onnx_backend import models
 
 EXPLICIT = tritonserver.ModelControlMode.EXPLICIT
@@ -75,6 +76,8 @@ def server(tmp_path_factory):
     models.write(root, "sum_direct", models.running_sum(), RUNNING_SUM % "direct { }")
     models.write(root, "sum_oldest", models.running_sum(), RUNNING_SUM % (
         "oldest { max_candidate_sequences: 4 max_queue_delay_microseconds: 20000 }"))
+    models.write(root, "sum_batches", models.running_sum(), RUNNING_SUM % (
+        "oldest { max_candidate_sequences: 4 max_queue_delay_microseconds: 20000 }"))
     models.write(root, "optional", models.with_default(), OPTIONAL)
     models.write(root, "ragged", models.ragged_scale(), RAGGED)
     s = start_server(model_repository=root)
@@ -132,20 +135,20 @@ def test_implicit_state_is_fed_back(server, name):
 def test_state_across_batches_of_the_oldest_strategy(server):
     """With `oldest`, requests of different sequences share a batch: the
     states come back each to its own sequence."""
-    model = server.model("sum_oldest")
-    before = model.statistics()["model_stats"][0]
+    model = server.model("sum_batches")  # used by this test alone
+    sums: list = []
     for round_ in range(3):
-        threads = [threading.Thread(target=run_sequence, args=(model, 500 + s, [1.0] * 6))
-                   for s in range(4)]
+        threads = [threading.Thread(target=lambda s: sums.append(
+            run_sequence(model, 500 + s, [1.0 + s] * 6)), args=(s,)) for s in range(4)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join(60)
-    stats = model.statistics()["model_stats"][0]
-    inferences = stats["inference_count"] - before["inference_count"]
-    executions = stats["execution_count"] - before["execution_count"]
-    assert inferences == 3 * 4 * 6
-    assert executions < inferences, "the oldest strategy formed no batch of sequences"
+    assert sorted(sums) == sorted([[(1.0 + s) * k for k in range(1, 7)] for s in range(4)] * 3)
+    stats = stats_when(model, lambda st: st["inference_count"] >= 3 * 4 * 6)
+    assert stats["inference_count"] == 3 * 4 * 6
+    assert stats["execution_count"] < stats["inference_count"], \
+        "the oldest strategy formed no batch of sequences"
     assert run_sequence(model, 77, [2.0, 2.0, 2.0]) == [2.0, 4.0, 6.0]
 
 
@@ -185,14 +188,19 @@ def test_ragged_batch_with_batch_input_and_scattered_output(server):
         return await asyncio.gather(*(one(x) for x in inputs))
 
     answers = asyncio.run(gather())
-    total = sum(x.size for x in inputs)
-    stats = model.statistics()["model_stats"][0]
-    batched = stats["execution_count"] < stats["inference_count"]
+    stats = stats_when(model, lambda st: st["inference_count"] >= 3)
+    sizes = [x.size for x in inputs]
     for x, (response,) in zip(inputs, answers):
         out = np.from_dlpack(response.outputs["OUT"])
         assert out.shape == x.shape
-        scale = total if batched else x.size
-        assert out.tolist() == (x * scale).tolist()
+        scale = float(out[0, 0] / x[0, 0])
+        # the element count of the batch this request ran in: its own size
+        # plus those of any others in the same batch
+        possible = {x.size + sum(c) for r in range(3) for c in itertools.combinations(
+            [n for n in sizes if n != x.size], r)}
+        assert scale in possible and out.tolist() == (x * scale).tolist(), (scale, possible)
+    if stats["execution_count"] == 1:
+        assert float(np.from_dlpack(answers[0][0].outputs["OUT"])[0, 0]) == 2 * 9
 
 
 def test_sequences_over_tritonclient(server):

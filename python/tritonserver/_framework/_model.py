@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from tritonserver._errors import InvalidArgumentError
+from tritonserver._errors import InvalidArgumentError, TritonError
 from tritonserver._framework._batch import Batcher
 from tritonserver._inprocess._model import ModelInstance, PythonModel
 
@@ -81,9 +81,14 @@ class FrameworkModel(PythonModel):
             wanted = sorted({n for r in requests for n in r.requested_outputs})
         names = wanted + [n for n in batcher.state_outputs if n not in wanted]
         parts = batcher.split(requests, names, self.run(runner, names, feed))
+        failed: dict[int, Exception] = {}
         if batcher.states:
-            for request, part in zip(requests, parts):
-                batcher.update_states(request, part)
-        if len(requests) == 1 and len(names) == len(wanted):
+            for k, (request, part) in enumerate(zip(requests, parts)):
+                try:
+                    batcher.update_states(request, part)
+                except TritonError as e:  # this request's sequence alone
+                    failed[k] = e
+        if len(requests) == 1 and len(names) == len(wanted) and not failed:
             return parts
-        return [{n: part[n] for n in r.requested_outputs} for r, part in zip(requests, parts)]
+        return [failed.get(k) or {n: part[n] for n in r.requested_outputs}
+                for k, (r, part) in enumerate(zip(requests, parts))]
