@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -311,3 +313,28 @@ def test_parameters_reach_torch(tmp_path, caplog, cnn):
         torch._C._jit_set_profiling_executor(executor)
         torch._C._jit_set_texpr_fuser_enabled(fuser)
     assert "Intra op thread count is set to 1 for model 'tuned'" in caplog.text
+
+
+def test_a_model_saved_on_cuda_loads_on_cpu(tmp_path):
+    """A TorchScript archive whose tensors were saved on cuda:0 (as on a GPU
+    machine) loads and answers on this CPU-only torch: the backend maps it
+    to the CPU, where torch.jit.load alone refuses it."""
+    cnn = models.ConvNet().eval()
+    scripted = models.script(cnn)
+    folder = models.write(str(tmp_path), "from_gpu", scripted, CNN)
+    path = os.path.join(folder, "1", "model.pt")
+    models.move_to_cuda_on_save(path)
+    with pytest.raises(RuntimeError, match="CUDA"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            torch.jit.load(path)
+    s = start_server(model_repository=str(tmp_path))
+    try:
+        images = np.random.default_rng(11).random((2, 3, 32, 32), dtype=np.float32)
+        out = next(s.model("from_gpu").infer(inputs={"image": images})).outputs
+        with torch.inference_mode():
+            expected = cnn(torch.from_numpy(images)).numpy()
+        np.testing.assert_allclose(np.from_dlpack(out["LOGITS__0"]), expected, rtol=1e-5,
+                                   atol=1e-6)
+    finally:
+        stop_within(s)
