@@ -63,3 +63,33 @@ def overlapping(model: Any, inputs: dict, name: str, tries: int = 3) -> TwoRuns:
             return runs
         seen.append((runs.ticks, round(runs.spread, 4), round(runs.alone, 4)))
     raise AssertionError(f"no overlap seen (ticks, end spread, one run alone): {seen}")
+
+
+def all_at_once(model: Any, feeds: list) -> list:
+    """One async inference per feed, all in flight together (so the dynamic
+    batcher can join them): each response's outputs as numpy arrays."""
+    import asyncio
+
+    import numpy as np
+
+    async def one(feed: dict) -> dict:
+        (response,) = [r async for r in model.async_infer(inputs=feed)]
+        return {name: np.from_dlpack(t) for name, t in response.outputs.items()}
+
+    async def every() -> list:
+        return list(await asyncio.gather(*(one(feed) for feed in feeds)))
+
+    return asyncio.run(every())
+
+
+def batched(model: Any, before: dict, count: int) -> dict:
+    """The model's statistics once `count` more inferences (since `before`)
+    are recorded; fails unless some of them shared an execution."""
+    from conftest import stats_when
+
+    stats = stats_when(model, lambda s: s["inference_count"] >= before["inference_count"] + count)
+    inferences = stats["inference_count"] - before["inference_count"]
+    executions = stats["execution_count"] - before["execution_count"]
+    assert inferences == count and executions < inferences, (inferences, executions)
+    assert any(int(b["batch_size"]) > 1 for b in stats["batch_stats"])
+    return stats

@@ -6,7 +6,6 @@ the server; unloading frees the sessions."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 
@@ -14,9 +13,9 @@ import numpy as np
 import pytest
 
 import tritonserver
-from conftest import start_server, stats_when, stop_within
+from conftest import start_server, stop_within
 from onnx_backend import models
-from parallel_runs import overlapping
+from parallel_runs import all_at_once, batched, overlapping
 
 EXPLICIT = tritonserver.ModelControlMode.EXPLICIT
 
@@ -53,20 +52,12 @@ def server(repo):
 def test_requests_batched_by_the_dynamic_batcher_run_together(server):
     model = server.model("add_sub")
     before = model.statistics()["model_stats"][0]
-
-    async def send_all():
-        async def one(i):
-            a = np.full((1, 4), i, np.float32)
-            out = [r async for r in model.async_infer(inputs={"A": a, "B": a})][0].outputs
-            return i, np.from_dlpack(out["SUM"]), np.from_dlpack(out["DIFF"])
-        return await asyncio.gather(*(one(i) for i in range(12)))
-
-    for i, total, diff in asyncio.run(send_all()):
-        assert total.tolist() == [[2.0 * i] * 4] and diff.tolist() == [[0.0] * 4]
-    stats = stats_when(model, lambda s: s["inference_count"] >= before["inference_count"] + 12)
-    executions = stats["execution_count"] - before["execution_count"]
-    assert executions < 12  # some requests shared a run
-    assert any(int(b["batch_size"]) > 1 for b in stats["batch_stats"])
+    feeds = [{"A": np.full((1, 4), i, np.float32),
+              "B": np.full((1, 4), i, np.float32)} for i in range(12)]
+    for i, out in enumerate(all_at_once(model, feeds)):
+        assert out["SUM"].tolist() == [[2.0 * i] * 4]
+        assert out["DIFF"].tolist() == [[0.0] * 4]
+    batched(model, before, 12)  # some requests shared a run
 
 
 def test_only_the_requested_outputs_reach_the_model(server):

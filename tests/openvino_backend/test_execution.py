@@ -6,16 +6,15 @@ outputs equal to OpenVINO's own."""
 
 from __future__ import annotations
 
-import asyncio
 
 import numpy as np
 import openvino as ov
 import pytest
 
 import tritonserver
-from conftest import start_server, stats_when, stop_within
+from conftest import start_server, stop_within
 from openvino_backend import models
-from parallel_runs import overlapping
+from parallel_runs import all_at_once, batched, overlapping
 
 BATCHED = """
 backend: "openvino"
@@ -85,21 +84,12 @@ def test_without_padding_only_full_batches_run(server):
 def test_requests_batched_by_the_dynamic_batcher_run_together(server):
     model = server.model("padded")
     before = model.statistics()["model_stats"][0]
-
-    async def send_all():
-        async def one(i):
-            a = np.full((1, 4), i, np.float32)
-            out = [r async for r in model.async_infer(inputs={"A": a, "B": a})][0].outputs
-            return i, np.from_dlpack(out["SUM"]), np.from_dlpack(out["DIFF"])
-        return await asyncio.gather(*(one(i) for i in range(12)))
-
-    for i, total, diff in asyncio.run(send_all()):
-        assert total.tolist() == [[2.0 * i] * 4] and diff.tolist() == [[0.0] * 4]
-    stats = stats_when(model, lambda s: s["inference_count"] >= before["inference_count"] + 12)
-    inferences = stats["inference_count"] - before["inference_count"]
-    executions = stats["execution_count"] - before["execution_count"]
-    assert inferences == 12 and executions < 12  # some requests shared a run
-    assert any(int(b["batch_size"]) > 1 for b in stats["batch_stats"])
+    feeds = [{"A": np.full((1, 4), i, np.float32),
+              "B": np.full((1, 4), i, np.float32)} for i in range(12)]
+    for i, out in enumerate(all_at_once(model, feeds)):
+        assert out["SUM"].tolist() == [[2.0 * i] * 4]
+        assert out["DIFF"].tolist() == [[0.0] * 4]
+    batched(model, before, 12)  # some requests shared a run
 
 
 def test_instances_run_in_parallel_with_the_gil_free(server, repo):

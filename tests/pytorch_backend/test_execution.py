@@ -7,7 +7,6 @@ type fail the requests, never the server."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
@@ -18,8 +17,8 @@ import pytest
 import torch
 
 import tritonserver
-from conftest import start_server, stats_when, stop_within
-from parallel_runs import overlapping
+from conftest import start_server, stop_within
+from parallel_runs import all_at_once, batched, overlapping
 from pytorch_backend import models
 
 EXPLICIT = tritonserver.ModelControlMode.EXPLICIT
@@ -144,22 +143,12 @@ def test_a_cnn_answers_what_torch_answers(server, cnn, name):
 def test_requests_batched_by_the_dynamic_batcher_run_together(server):
     model = server.model("add_sub")
     before = model.statistics()["model_stats"][0]
-
-    async def send_all():
-        async def one(i):
-            a = np.full((1, 4), i, np.float32)
-            b = np.full((1, 4), 1, np.float32)
-            out = [r async for r in model.async_infer(inputs={"a": a, "b": b})][0].outputs
-            return i, np.from_dlpack(out["SUM__0"]), np.from_dlpack(out["DIFF__1"])
-        return await asyncio.gather(*(one(i) for i in range(12)))
-
-    for i, total, diff in asyncio.run(send_all()):
-        assert total.tolist() == [[i + 1.0] * 4] and diff.tolist() == [[i - 1.0] * 4]
-    stats = stats_when(model, lambda s: s["inference_count"] >= before["inference_count"] + 12)
-    inferences = stats["inference_count"] - before["inference_count"]
-    executions = stats["execution_count"] - before["execution_count"]
-    assert inferences == 12 and executions < inferences  # some requests shared a run
-    assert any(int(b["batch_size"]) > 1 for b in stats["batch_stats"])
+    feeds = [{"a": np.full((1, 4), i, np.float32),
+              "b": np.full((1, 4), 1, np.float32)} for i in range(12)]
+    for i, out in enumerate(all_at_once(model, feeds)):
+        assert out["SUM__0"].tolist() == [[i + 1.0] * 4]
+        assert out["DIFF__1"].tolist() == [[i - 1.0] * 4]
+    batched(model, before, 12)  # some requests shared a run
 
 
 def test_a_dict_input_takes_every_input_by_name(server):
