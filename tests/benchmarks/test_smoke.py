@@ -1,6 +1,6 @@
 """Smoke tests of the benchmark harness: `benchmarks/run.py --quick` and
 `benchmarks/onnx.py --quick` and `benchmarks/scale_out.py --quick` work end to end and write complete results
-documents.
+documents; so does `benchmarks/frameworks.py --quick`.
 
 It measures nothing that is checked: no figure is compared with a time or a
 rate, only the document's shape (every system x workload present, numbers
@@ -25,6 +25,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RUN = os.path.join(REPO, "benchmarks", "run.py")
 ONNX = os.path.join(REPO, "benchmarks", "onnx.py")
 SCALE_OUT = os.path.join(REPO, "benchmarks", "scale_out.py")
+FRAMEWORKS = os.path.join(REPO, "benchmarks", "frameworks.py")
 WORKLOADS = ("sync", "async64", "large16MiB", "large16MiB-shm", "threads4")
 SMALL = ("sync", "async64", "threads4")
 # The default systems and what each measures: the C API's large16MiB is the
@@ -52,6 +53,7 @@ UNITS = {"sync": "inferences/s", "async64": "inferences/s", "large16MiB": "GB/s"
 RUN_TIMEOUT_S = 600  # generous: a cold venv (PyPI) and a cold build come first
 ONNX_TIMEOUT_S = 300  # about 20 s here
 SCALE_OUT_TIMEOUT_S = 300  # about 60 s here: two Ray clusters start
+FRAMEWORKS_TIMEOUT_S = 300  # about as long as the ONNX run (both ~50 s on a busy machine here)
 ONNX_FIGURES = {("mlp", "direct"): {"sync"}, ("mlp", "server"): {"sync", "async64"},
                 ("mlp", "python-backend"): {"sync"}, ("resnet", "direct"): {"sync"},
                 ("resnet", "server"): {"sync"}, ("resnet", "python-backend"): {"sync"},
@@ -188,6 +190,53 @@ def test_quick_onnx_run_writes_every_figure_and_ratio(tmp_path):
         assert ratio["target"] == targets.get(name)
         if ratio["target"] is not None:
             assert ratio["met"] == (ratio["value"] >= ratio["target"]), name
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(FRAMEWORKS_TIMEOUT_S + 60)
+def test_quick_frameworks_run_writes_every_figure_and_ratio(tmp_path):
+    for module in ("onnx", "onnxruntime", "torch", "openvino"):
+        pytest.importorskip(module)
+    doc = _run_quick(FRAMEWORKS, tmp_path / "frameworks.json", FRAMEWORKS_TIMEOUT_S,
+                     "--core-floor")
+    assert doc["pinned"] is None and doc["rounds"] == 3
+
+    frameworks = ("onnxruntime", "pytorch", "openvino")
+    systems = [f"{f}-{kind}" for f in frameworks for kind in ("direct", "server")]
+    results = doc["results"]
+    found = {(m, s): set(by_w) for m, by_s in results.items() for s, by_w in by_s.items()}
+    assert found == {**{(m, s): {"sync"} for m in ("mlp", "resnet") for s in systems},
+                     ("identity", "core-floor"): {"sync"}}
+    for (model, system) in found:
+        r = results[model][system]["sync"]
+        assert r["min"] <= r["median"] <= r["max"], (model, system)
+        assert len(r["runs"]) == 3 and all(_positive(v) for v in r["runs"])
+        assert _positive(r["p50_us"]["median"]), (model, system)
+
+    def median(model, system):  # inferences/s
+        return results[model][system]["sync"]["median"]
+
+    def p50(model, system):
+        return results[model][system]["sync"]["p50_us"]["median"]
+
+    assert set(doc["ratios"]) == {f"{m}: {f}-server sync / {f}-direct sync"
+                                  for m in ("mlp", "resnet") for f in frameworks}
+    for name, ratio in doc["ratios"].items():
+        model, f = ratio["model"], ratio["framework"]
+        expected = median(model, f"{f}-server") / median(model, f"{f}-direct")
+        assert math.isclose(ratio["value"], expected, rel_tol=1e-9), name
+        assert ratio["target"] == (0.95 if model == "resnet" else None), name
+        if ratio["target"] is not None:
+            assert ratio["met"] == (ratio["value"] >= ratio["target"]), name
+
+    added = doc["added_us"]
+    assert set(added) == set(frameworks)
+    floor = p50("identity", "core-floor")
+    for f, a in added.items():
+        expected = p50("mlp", f"{f}-server") - p50("mlp", f"{f}-direct") - floor
+        assert math.isclose(a["value"], expected, rel_tol=1e-9, abs_tol=1e-9), f
+        if f != "onnxruntime":
+            assert a["met"] == (a["value"] <= added["onnxruntime"]["value"]), f
 
 
 @pytest.mark.slow

@@ -73,9 +73,11 @@ def reshaper() -> onnx.ModelProto:
     return _model([helper.make_node("Reshape", ["X", "SHAPE"], ["Y"])], [x, shape], [y])
 
 
-def slow(size: int = 512, rounds: int = 40) -> onnx.ModelProto:
+def slow(size: int = 512, rounds: int = 40, between: Optional[str] = None) -> onnx.ModelProto:
     """Y = X @ W @ W ... (`rounds` matrix products of [size, size]): a run
-    long enough to watch what happens while it runs."""
+    long enough to watch what happens while it runs. `between`: an
+    elementwise op after each product but the last (a compiler that folds
+    a chain of constant products cannot fold through it)."""
     weight = helper.make_tensor("W", TensorProto.FLOAT, [size, size],
                                 [1.0 / size] * (size * size))
     nodes, last = [], "X"
@@ -83,6 +85,9 @@ def slow(size: int = 512, rounds: int = 40) -> onnx.ModelProto:
         out = "Y" if i == rounds - 1 else f"T{i}"
         nodes.append(helper.make_node("MatMul", [last, "W"], [out]))
         last = out
+        if between and i < rounds - 1:
+            last = f"U{i}"
+            nodes.append(helper.make_node(between, [out], [last]))
     x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [size, size])
     y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [size, size])
     return _model(nodes, [x], [y], [weight])

@@ -37,7 +37,8 @@ def repo(tmp_path_factory):
     models.write(root, "slow", models.slow(), """
 backend: "openvino"
 instance_group [ { kind: KIND_CPU count: 2 } ]
-parameters { key: "INFERENCE_NUM_THREADS" value: { string_value: "1" } }
+parameters { key: "INFERENCE_NUM_THREADS" value: { string_value: "2" } }
+parameters { key: "NUM_STREAMS" value: { string_value: "2" } }
 """)
     return root
 
@@ -93,11 +94,13 @@ def test_requests_batched_by_the_dynamic_batcher_run_together(server):
 
 
 def test_instances_run_in_parallel_with_the_gil_free(server, repo):
-    """Two instances (one infer request each), two long runs at once: they
-    overlap, a Python thread keeps ticking while they run, and both answer
-    as OpenVINO does."""
+    """Two instances (one infer request each, on a compiled model with two
+    CPU streams), two long runs at once: they overlap, a Python thread keeps
+    ticking while they run, and both answer as OpenVINO does. (With one
+    stream, OpenVINO's default for one compiled model, the two infer
+    requests take turns.)"""
     model = server.model("slow")
-    x = np.ones((512, 512), np.float32)
+    x = np.ones((1024, 1024), np.float32)
     next(model.infer(inputs={"X": x}))  # warm up
     expected = openvino_answers(repo, "slow", {"X": x})["Y"]
     for y in overlapping(model, {"X": x}, "Y").outputs:
