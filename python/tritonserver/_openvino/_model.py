@@ -26,7 +26,7 @@ class OpenVINOModel(FrameworkModel):
                 raise InvalidArgumentError(
                     f"unable to load model '{self.name}', Triton openVINO backend supports "
                     "only CPU device")
-        ov = _config.openvino()
+        ov = self._ov = _config.openvino()
         how = _compile.flags(self.parameters)
         properties = _compile.cpu_properties(self.parameters)
         core = ov.Core()
@@ -57,8 +57,17 @@ class OpenVINOModel(FrameworkModel):
         rows = self._rows(feed)
         if rows is not None and rows < self._max_batch:
             feed = {name: _pad(value, self._max_batch) for name, value in feed.items()}
-        results = runner.infer(feed)
-        outputs = [results[name] for name in names]
+        # The request's own tensors, then a synchronous infer: a third of the
+        # time of infer(dict) for a small model (which converts every input
+        # and output through Python dictionaries). The outputs are views of
+        # the request's buffers: the responses copy them before this
+        # instance's next run.
+        tensor = self._ov.Tensor
+        for name, value in feed.items():
+            shared = value.flags.writeable and value.flags.c_contiguous
+            runner.set_tensor(name, tensor(value, shared_memory=shared))
+        runner.infer()
+        outputs = [runner.get_tensor(name).data for name in names]
         if rows is not None and rows < self._max_batch:
             outputs = [output[:rows] for output in outputs]
         return outputs

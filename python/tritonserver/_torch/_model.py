@@ -24,7 +24,7 @@ from tritonserver._framework._params import (
 )
 from tritonserver._inprocess._model import ModelInstance
 from tritonserver._torch import BACKEND, _io
-from tritonserver._torch._types import config_type_of
+from tritonserver._torch._types import config_types
 
 log = logging.getLogger("tritonserver.pytorch")
 
@@ -99,6 +99,7 @@ class TorchModel(FrameworkModel):
                 "torch, or use KIND_CPU)")
         module = self._load("cpu")
         self._bindings = _io.bind(self.name, self.config, _io.forward_arguments(module))
+        self._config_types = config_types(torch)
         self._types = {e["name"]: e.get("data_type", "TYPE_INVALID")
                        for e in self.config.get("output", [])}
         for state in (self.config.get("sequence_batching") or {}).get("state", []):
@@ -130,9 +131,13 @@ class TorchModel(FrameworkModel):
     def run(self, runner: Any, names: list[str], feed: dict[str, Any]) -> list[Any]:
         module, device = runner
         torch, how, bindings = self._torch, self._settings, self._bindings
-        with torch.inference_mode(how.inference_mode), torch.no_grad():
+        # Inference mode implies no gradients; without it, no_grad (as Triton).
+        with torch.inference_mode() if how.inference_mode else torch.no_grad():
             values = {name: _to_torch(torch, value, device) for name, value in feed.items()}
-            torch._C._set_graph_executor_optimize(how.optimized)
+            # Process-wide switches, set before each run as Triton does (another
+            # model may have changed them); only when they differ, which is rare.
+            if torch._C._get_graph_executor_optimize() != how.optimized:
+                torch._C._set_graph_executor_optimize(how.optimized)
             for setter, value in how.jit:
                 setter(value)
             try:
@@ -158,7 +163,7 @@ class TorchModel(FrameworkModel):
         if isinstance(value, list):
             provided = "TYPE_STRING"
         else:
-            provided = config_type_of(self._torch, value.dtype)
+            provided = self._config_types.get(value.dtype, "TYPE_INVALID")
         if provided != expected:
             raise InvalidArgumentError(
                 f"configuration expects datatype {expected} for output '{name}', model "
@@ -169,7 +174,11 @@ class TorchModel(FrameworkModel):
             return array
         if value.dim() == 0:
             raise InvalidArgumentError(f"output '{name}' is a scalar which is not supported.")
-        return value.detach().cpu().contiguous().numpy()
+        if value.requires_grad:  # a parameter returned as it is
+            value = value.detach()
+        if value.device.type != "cpu":
+            value = value.cpu()
+        return (value if value.is_contiguous() else value.contiguous()).numpy()
 
 
 def _to_torch(torch: Any, value: Any, device: str) -> Any:
@@ -179,7 +188,7 @@ def _to_torch(torch: Any, value: Any, device: str) -> Any:
         if value.dtype == object:
             return [str(s) for s in value.reshape(-1).tolist()]
         if not value.flags.writeable or not value.flags.c_contiguous:
-            value = np.array(value, order="C")
+            value = value.copy(order="C")  # the request's buffer stays untouched
         tensor = torch.from_numpy(value)
     else:
         tensor = torch.from_dlpack(value)

@@ -24,9 +24,7 @@ def check_supported(model: str, kind: str, name: str, config_type: str) -> None:
             f"unsupported datatype {config_type} for {kind} '{name}' for model '{model}'")
 
 
-def config_type_of(torch: Any, dtype: Any) -> str:
-    """The TYPE_* of a torch dtype (TYPE_INVALID for the ones Triton lacks)."""
-    for config_type, attribute in TORCH_TYPE.items():
-        if attribute is not None and getattr(torch, attribute) == dtype:
-            return config_type
-    return "TYPE_INVALID"
+def config_types(torch: Any) -> dict[Any, str]:
+    """torch dtype -> TYPE_* (a dtype Triton lacks is absent)."""
+    return {getattr(torch, attribute): config_type
+            for config_type, attribute in TORCH_TYPE.items() if attribute is not None}
