@@ -100,10 +100,14 @@ class TorchModel(FrameworkModel):
         module = self._load("cpu")
         self._bindings = _io.bind(self.name, self.config, _io.forward_arguments(module))
         self._config_types = config_types(torch)
+        self._tensor = torch.Tensor
+        self._last_output = max(self._bindings.outputs.values(), default=-1)
         self._types = {e["name"]: e.get("data_type", "TYPE_INVALID")
                        for e in self.config.get("output", [])}
         for state in (self.config.get("sequence_batching") or {}).get("state", []):
             self._types[state["output_name"]] = state.get("data_type", "TYPE_INVALID")
+        by_type = {t: d for d, t in self._config_types.items()}
+        self._dtypes = {n: by_type[t] for n, t in self._types.items() if t in by_type}
         self.prepare = text_inputs(self.config, "TorchScript")
         self._spare: Optional[Any] = module  # for the first CPU instance
 
@@ -133,7 +137,6 @@ class TorchModel(FrameworkModel):
         torch, how, bindings = self._torch, self._settings, self._bindings
         # Inference mode implies no gradients; without it, no_grad (as Triton).
         with torch.inference_mode() if how.inference_mode else torch.no_grad():
-            values = {name: _to_torch(torch, value, device) for name, value in feed.items()}
             # Process-wide switches, set before each run as Triton does (another
             # model may have changed them); only when they differ, which is rare.
             if torch._C._get_graph_executor_optimize() != how.optimized:
@@ -142,23 +145,31 @@ class TorchModel(FrameworkModel):
                 setter(value)
             try:
                 if bindings.dict_input:
-                    result = module(values)
+                    result = module({name: _to_torch(torch, value, device)
+                                     for name, value in feed.items()})
                 else:
                     args: list[Any] = [None] * bindings.arity
-                    for name, value in values.items():
-                        args[bindings.inputs[name]] = value
+                    for name, value in feed.items():
+                        args[bindings.inputs[name]] = _to_torch(torch, value, device)
                     result = module(*args)
             except Exception as e:  # the TorchScript interpreter's errors
                 raise InternalError(f"PyTorch execute failure: {e}") from None
             results = _results(torch, result)
-            for name, index in bindings.outputs.items():
-                if index >= len(results):
-                    raise InvalidArgumentError(
-                        f"The output {name} in the model configuration refers to an output "
-                        f"index which doesn't exist. This model has {len(results)} outputs")
+            if len(results) <= self._last_output:
+                for name, index in bindings.outputs.items():
+                    if index >= len(results):
+                        raise InvalidArgumentError(
+                            f"The output {name} in the model configuration refers to an "
+                            f"output index which doesn't exist. This model has "
+                            f"{len(results)} outputs")
             return [self._to_numpy(name, results[bindings.outputs[name]]) for name in names]
 
     def _to_numpy(self, name: str, value: Any) -> Any:
+        # The common case first: a CPU tensor of the declared type, as it is.
+        if (type(value) is self._tensor and value.dtype is self._dtypes.get(name)
+                and value.is_cpu and value.ndim and not value.requires_grad
+                and value.is_contiguous()):
+            return value.numpy()
         expected = self._types.get(name, "TYPE_INVALID")
         if isinstance(value, list):
             provided = "TYPE_STRING"
@@ -181,13 +192,17 @@ class TorchModel(FrameworkModel):
         return (value if value.is_contiguous() else value.contiguous()).numpy()
 
 
+_OBJECT = np.dtype(object)
+
+
 def _to_torch(torch: Any, value: Any, device: str) -> Any:
     """A tensor viewing the array (copied when read-only: a model may write
     its inputs in place), or a list of str for a TYPE_STRING input."""
     if isinstance(value, np.ndarray):
-        if value.dtype == object:
+        if value.dtype is _OBJECT:
             return [str(s) for s in value.reshape(-1).tolist()]
-        if not value.flags.writeable or not value.flags.c_contiguous:
+        flags = value.flags
+        if not (flags.writeable and flags.c_contiguous):
             value = value.copy(order="C")  # the request's buffer stays untouched
         tensor = torch.from_numpy(value)
     else:
