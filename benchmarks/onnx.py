@@ -70,7 +70,7 @@ def ratio_name(model: str, ours: tuple, theirs: tuple) -> str:
 def summarize(runs: dict, floor: dict) -> tuple:
     """(results, ratios) from {model: {system: {workload: [round figures]}}}
     and the core floor's {workload: [round figures]} (empty when not measured)."""
-    results = {m: {s: {w: _spreads(w, figures) for w, figures in by_w.items()}
+    results = {m: {s: {w: interleaved.spreads(w, figures) for w, figures in by_w.items()}
                    for s, by_w in by_s.items()}
                for m, by_s in runs.items()}
     ratios = {}
@@ -81,7 +81,8 @@ def summarize(runs: dict, floor: dict) -> tuple:
             "model": model, "of": list(ours), "over": list(theirs), "value": value,
             "target": target, "met": None if target is None else value >= target}
     if floor:
-        results[FLOOR_MODEL] = {FLOOR: {w: _spreads(w, figures) for w, figures in floor.items()}}
+        results[FLOOR_MODEL] = {FLOOR: {w: interleaved.spreads(w, figures)
+                                        for w, figures in floor.items()}}
         direct = results["mlp"]["direct"]["sync"]["median"]
         for w in floor:  # the best the MLP's ratios to direct could be
             ratios[f"{FLOOR_MODEL} {FLOOR} {w} / mlp direct sync"] = {
@@ -89,12 +90,6 @@ def summarize(runs: dict, floor: dict) -> tuple:
                 "over": ["direct", "sync"], "target": None, "met": None,
                 "value": results[FLOOR_MODEL][FLOOR][w]["median"] / direct}
     return results, ratios
-
-
-def _spreads(workload: str, figures: list) -> dict:
-    return {**interleaved.spread([f["ips"] for f in figures]),
-            **({"p50_us": interleaved.spread([f["p50_us"] for f in figures])}
-               if workload == "sync" else {})}
 
 
 def print_tables(results: dict, ratios: dict) -> None:
@@ -108,12 +103,7 @@ def print_tables(results: dict, ratios: dict) -> None:
                  f"{figures['sync']['p50_us']['median']:,.0f}",
                  interleaved.cell(figures["async64"]) if "async64" in figures else "-"]
         print(f"| {model} | {system} | " + " | ".join(cells) + " |")
-    print("\n| ratio of medians | value | target | met |")
-    print("|---|---|---|---|")
-    for name, r in ratios.items():
-        target = "-" if r["target"] is None else f">= {r['target']:g}"
-        met = "-" if r["met"] is None else ("yes" if r["met"] else "no")
-        print(f"| {name} | {r['value']:.2f} | {target} | {met} |")
+    interleaved.print_ratios(ratios)
 
 
 def main(argv: list) -> int:

@@ -15,9 +15,10 @@ INPUT = "INPUT0"
 OUTPUT = "OUTPUT0"
 
 
-def infer_call(model, x: np.ndarray) -> loops.Call:
+def infer_call(model, x: np.ndarray, input_name: str = INPUT,
+               output_name: str = OUTPUT) -> loops.Call:
     """One synchronous inference of `model` (a tritonserver Model) on x."""
-    inputs, name, from_dlpack = {INPUT: x}, OUTPUT, np.from_dlpack
+    inputs, name, from_dlpack = {input_name: x}, output_name, np.from_dlpack
 
     def call() -> None:
         response = next(model.infer(inputs=inputs))
@@ -37,9 +38,10 @@ def async_infer_call(model, x: np.ndarray) -> loops.AsyncCall:
     return acall
 
 
-def output(model, x: np.ndarray) -> np.ndarray:
+def output(model, x: np.ndarray, input_name: str = INPUT,
+           output_name: str = OUTPUT) -> np.ndarray:
     """The output of one inference, for verify()."""
-    return np.from_dlpack(next(model.infer(inputs={INPUT: x})).outputs[OUTPUT])
+    return np.from_dlpack(next(model.infer(inputs={input_name: x})).outputs[output_name])
 
 
 class ShmCall:

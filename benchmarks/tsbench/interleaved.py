@@ -80,6 +80,24 @@ def spread(runs: list) -> dict:
     return {**report.spread(runs), "runs": runs}
 
 
+def spreads(workload: str, figures: list) -> dict:
+    """The spread of one system's rounds of one workload: inferences/s, and
+    the p50 latency for sync."""
+    return {**spread([f["ips"] for f in figures]),
+            **({"p50_us": spread([f["p50_us"] for f in figures])}
+               if workload == "sync" else {})}
+
+
+def print_ratios(ratios: dict) -> None:
+    """The Markdown table of the ratios ({name: {value, target, met}})."""
+    print("\n| ratio of medians | value | target | met |")
+    print("|---|---|---|---|")
+    for name, r in ratios.items():
+        target = "-" if r["target"] is None else f">= {r['target']:g}"
+        met = "-" if r["met"] is None else ("yes" if r["met"] else "no")
+        print(f"| {name} | {r['value']:.2f} | {target} | {met} |")
+
+
 def cell(figure: dict) -> str:
     """'median (min-max)' of a spread, in inferences/s."""
     return f"{figure['median']:,.0f} ({figure['min']:,.0f}-{figure['max']:,.0f})"

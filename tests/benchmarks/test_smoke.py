@@ -202,7 +202,7 @@ def test_quick_frameworks_run_writes_every_figure_and_ratio(tmp_path):
     assert doc["pinned"] is None and doc["rounds"] == 3
 
     frameworks = ("onnxruntime", "pytorch", "openvino")
-    systems = [f"{f}-{kind}" for f in frameworks for kind in ("direct", "server")]
+    systems = [f"{f}-{kind}" for f in frameworks for kind in ("direct", "python", "server")]
     results = doc["results"]
     found = {(m, s): set(by_w) for m, by_s in results.items() for s, by_w in by_s.items()}
     assert found == {**{(m, s): {"sync"} for m in ("mlp", "resnet") for s in systems},
@@ -235,6 +235,10 @@ def test_quick_frameworks_run_writes_every_figure_and_ratio(tmp_path):
     for f, a in added.items():
         expected = p50("mlp", f"{f}-server") - p50("mlp", f"{f}-direct") - floor
         assert math.isclose(a["value"], expected, rel_tol=1e-9, abs_tol=1e-9), f
+        python = p50("mlp", f"{f}-python") - p50("mlp", f"{f}-direct") - floor
+        assert math.isclose(a["python_value"], python, rel_tol=1e-9, abs_tol=1e-9), f
+        layer = p50("mlp", f"{f}-server") - p50("mlp", f"{f}-python")
+        assert math.isclose(a["layer_us"], layer, rel_tol=1e-9, abs_tol=1e-9), f
         if f != "onnxruntime":
             assert a["met"] == (a["value"] <= added["onnxruntime"]["value"]), f
 
