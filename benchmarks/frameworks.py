@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Python put this folder first on sys.path, where onnx.py would shadow the
@@ -40,10 +39,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(HERE)]
 sys.path.append(HERE)
 
-from tsbench import framework_models, interleaved, onnx_models  # noqa: E402
-from tsbench.core_floor import CoreFloor  # noqa: E402
+from tsbench import framework_models, interleaved, model_rounds, onnx_models  # noqa: E402
 from tsbench.framework_worker import SYSTEMS  # noqa: E402
-from tsbench.procs import note  # noqa: E402
 
 WORKER = os.path.join(HERE, "tsbench", "framework_worker.py")
 WORKLOADS = ("sync",)
@@ -51,7 +48,7 @@ FRAMEWORKS = framework_models.FRAMEWORKS
 RATIO_TARGETS = {"mlp": None, "resnet": 0.95}  # server / direct inf/s, at least
 ADDED_MODEL = "mlp"
 BASELINE = "onnxruntime"  # the others' added µs must be at most its
-FLOOR = "core-floor"
+FLOOR = model_rounds.FLOOR
 FLOOR_MODEL = "identity"
 FLAGS = (("--core-floor", "also measure the raw C API on the identity backend (the core's "
                           "floor; builds benchmarks/native with CMake)"),)
@@ -124,33 +121,11 @@ def main(argv: list) -> int:
     args = interleaved.parse_args(__doc__, os.path.join(HERE, "build", "logs-frameworks"),
                                   argv, FLAGS)
     pinned = interleaved.pin(args)
-    runs: dict = {m: {s: {} for s in SYSTEMS} for m in onnx_models.MODELS}
-    floor: dict = {}
-    core_floor = None
-    if args.core_floor:
-        os.makedirs(args.logs, exist_ok=True)
-        core_floor = CoreFloor(args.logs)
-    with tempfile.TemporaryDirectory(prefix="tsbench-framework-models-") as folder:
-        framework_models.build(folder)
-
-        def measure(system: str) -> None:
-            if system == FLOOR:
-                got = core_floor.measure(WORKLOADS, interleaved.one_round(args))
-                for w, figures in got.items():
-                    floor.setdefault(w, []).append(figures)
-                note(f"  {system:18s} sync p50 {got['sync']['p50_us']:,.1f} µs")
-                return
-            document = interleaved.run_worker(WORKER, system, args, [
-                "--workloads", ",".join(WORKLOADS), "--model-dir", folder])
-            for model, rounds in document["models"].items():
-                for w, figures in rounds[0].items():
-                    runs[model][system].setdefault(w, []).append(figures)
-            note(f"  {system:18s} " + "  ".join(
-                f"{m} {f[-1]['ips']:,.0f}/s p50 {f[-1]['p50_us']:,.1f} µs"
-                for m in onnx_models.MODELS for f in runs[m][system].values()))
-
-        if not interleaved.each_round(args, SYSTEMS + ((FLOOR,) if core_floor else ()), measure):
-            return 1
+    measured = model_rounds.measure(args, WORKER, SYSTEMS, onnx_models.MODELS, WORKLOADS,
+                                    framework_models.build)
+    if measured is None:
+        return 1
+    runs, floor = measured
     document = summarize(runs, floor)
     print_tables(document)
     print(f"\n{interleaved.settings_line(args, pinned)}")

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Python put this folder first on sys.path, where this file would shadow the
@@ -39,10 +38,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(HERE)]
 sys.path.append(HERE)
 
-from tsbench import interleaved, onnx_models  # noqa: E402
-from tsbench.core_floor import CoreFloor  # noqa: E402
+from tsbench import interleaved, model_rounds, onnx_models  # noqa: E402
 from tsbench.onnx_worker import SYSTEMS  # noqa: E402
-from tsbench.procs import note  # noqa: E402
 
 WORKER = os.path.join(HERE, "tsbench", "onnx_worker.py")
 WORKLOADS = ("sync", "async64")
@@ -57,7 +54,7 @@ RATIOS = (
     ("mlp", ("server-x2", "async64"), ("server-x2-core", "async64"), 0.95),
     ("resnet", ("server-x2", "async64"), ("server-x2-core", "async64"), 0.95),
 )
-FLOOR = "core-floor"
+FLOOR = model_rounds.FLOOR
 FLOOR_MODEL = "identity"  # tsbench/core_floor.py: identity_fp32, 16 FP32 values
 FLAGS = (("--core-floor", "also measure the raw C API on the identity backend (the core's "
                           "floor; builds benchmarks/native with CMake)"),)
@@ -109,33 +106,11 @@ def print_tables(results: dict, ratios: dict) -> None:
 def main(argv: list) -> int:
     args = interleaved.parse_args(__doc__, os.path.join(HERE, "build", "logs-onnx"), argv, FLAGS)
     pinned = interleaved.pin(args)
-    runs: dict = {m: {s: {} for s in SYSTEMS} for m in onnx_models.MODELS}
-    floor: dict = {}
-    core_floor = None
-    if args.core_floor:
-        os.makedirs(args.logs, exist_ok=True)
-        core_floor = CoreFloor(args.logs)
-    with tempfile.TemporaryDirectory(prefix="tsbench-onnx-models-") as folder:
-        onnx_models.build(folder)
-
-        def measure(system: str) -> None:
-            if system == FLOOR:
-                got = core_floor.measure(WORKLOADS, interleaved.one_round(args))
-                for w, figures in got.items():
-                    floor.setdefault(w, []).append(figures)
-                note(f"  {system:15s} " + "  ".join(f"{w} {f['ips']:,.0f}/s" for w, f in got.items()))
-                return
-            document = interleaved.run_worker(WORKER, system, args, [
-                "--workloads", ",".join(WORKLOADS), "--model-dir", folder])
-            for model, rounds in document["models"].items():
-                for w, figures in rounds[0].items():
-                    runs[model][system].setdefault(w, []).append(figures)
-            note(f"  {system:15s} " + "  ".join(
-                f"{m} {w} {f[-1]['ips']:,.0f}/s" for m in onnx_models.MODELS
-                for w, f in runs[m][system].items()))
-
-        if not interleaved.each_round(args, SYSTEMS + ((FLOOR,) if core_floor else ()), measure):
-            return 1
+    measured = model_rounds.measure(args, WORKER, SYSTEMS, onnx_models.MODELS, WORKLOADS,
+                                    onnx_models.build)
+    if measured is None:
+        return 1
+    runs, floor = measured
     results, ratios = summarize(runs, floor)
     print_tables(results, ratios)
     print(f"\n{interleaved.settings_line(args, pinned)}")
