@@ -9,7 +9,7 @@ import json
 import os
 import shutil
 import signal
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import numpy as np
 import pytest
@@ -94,6 +94,16 @@ def infer_grpc(client: Any, n: int = 1) -> None:
         client.infer("identity_fp32", [inp])
 
 
+def written_records(name: str) -> Optional[list[dict[str, Any]]]:
+    """The records of a trace file, or None while it is missing or being
+    written (a reader can catch the writer between creating and filling it)."""
+    try:
+        with open(name) as f:
+            return list(json.load(f))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
 def read_traces(pattern: str, count: int) -> list[dict[str, Any]]:
     """The records of the files matching `pattern` once `count` traces (ids
     with a model name) are there."""
@@ -102,9 +112,10 @@ def read_traces(pattern: str, count: int) -> list[dict[str, Any]]:
     def enough() -> bool:
         records.clear()
         for name in sorted(glob.glob(pattern)):
-            with open(name) as f:
-                text = f.read()
-            records.extend(json.loads(text))
+            found = written_records(name)
+            if found is None:
+                return False
+            records.extend(found)
         return sum("model_name" in r for r in records) >= count
 
     support.wait_until(enough, timeout=20)
@@ -310,11 +321,9 @@ def test_tensor_data_of_every_kind_is_valid_json(clients):
     records: list[dict[str, Any]] = []
 
     def written() -> bool:
-        if not os.path.exists(path + ".0"):
-            return False
-        with open(path + ".0") as f:
-            records.extend(json.load(f))
-        return True
+        found = written_records(path + ".0")
+        records.extend(found or [])
+        return found is not None
 
     support.wait_until(written, timeout=20)
     tensors = {(r["activity"], r["tensor"]["name"], r["tensor"]["dtype"]): r["tensor"]["data"]
