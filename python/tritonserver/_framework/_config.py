@@ -35,13 +35,15 @@ class Completion:
     listed without a data type or dims are filled (ONNX Runtime) rather than
     only whole empty lists (OpenVINO); `refuse_unbatchable`: a non-zero
     max_batch_size for a model that cannot batch fails (ONNX Runtime) rather
-    than only warning (OpenVINO)."""
+    than only warning (OpenVINO); `batching_when_listed`: max_batch_size is
+    completed even when inputs and outputs are listed (OpenVINO)."""
 
     backend: str
     default_max_batch_size: int
     at_least_one: bool = False
     per_entry: bool = True
     refuse_unbatchable: bool = True
+    batching_when_listed: bool = False
 
 
 def sequence_inputs(config: dict[str, Any]) -> list[str]:
@@ -76,7 +78,7 @@ def complete(name: str, how: Completion, config: dict[str, Any], inputs: list[Te
     max_batch_size (when the model can batch, with dynamic batching), and
     the inputs or outputs (whole lists, or with `how.per_entry` an entry's
     data type and dims)."""
-    if config.get("input") and config.get("output"):
+    if config.get("input") and config.get("output") and not how.batching_when_listed:
         return None
     log = logging.getLogger(f"tritonserver.{how.backend}")
     completed = dict(config)
@@ -202,10 +204,7 @@ def check(name: str, config: dict[str, Any], inputs: list[Tensor], outputs: list
         for entry in listed:
             tensor = by_name.get(entry.get("name", ""))
             if tensor is None:
-                raise InvalidArgumentError(
-                    f"unable to load model '{name}': unexpected inference {kind} "
-                    f"'{entry.get('name', '')}', allowed {kind}s are: "
-                    f"{', '.join(sorted(by_name)) or 'none'}")
+                raise unexpected(name, kind, entry.get("name", ""), sorted(by_name))
             declared = entry.get("data_type", "TYPE_INVALID")
             if exact_types and declared != tensor.config_type:
                 raise InvalidArgumentError(
@@ -216,11 +215,23 @@ def check(name: str, config: dict[str, Any], inputs: list[Tensor], outputs: list
                 _check_dims(name, kind, entry, tensor, max_batch)
 
 
+def unexpected(name: str, kind: str, tensor: str, allowed: list[str]) -> InvalidArgumentError:
+    """A configuration names an input or output the model lacks (Triton's text)."""
+    return InvalidArgumentError(
+        f"unable to load model '{name}': unexpected inference {kind} '{tensor}', allowed "
+        f"{kind}s are: {', '.join(allowed) or 'none'}")
+
+
+def config_dims(entry: dict[str, Any]) -> list[int]:
+    """An entry's dims as the model sees them: its reshape's shape when it has one."""
+    reshape = entry.get("reshape")
+    return [int(d) for d in (reshape.get("shape", []) if reshape is not None
+                             else entry.get("dims", []))]
+
+
 def _check_dims(name: str, kind: str, entry: dict[str, Any], tensor: Tensor,
                 max_batch: int) -> None:
-    reshape = entry.get("reshape")
-    dims = [int(d) for d in (reshape.get("shape", []) if reshape is not None
-                             else entry.get("dims", []))]
+    dims = config_dims(entry)
     if not tensor.dims and max_batch == 0:  # a scalar: dims [1] stand for it
         if any(d != 1 for d in dims):
             raise InvalidArgumentError(

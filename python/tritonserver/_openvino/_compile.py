@@ -10,6 +10,7 @@ import logging
 from typing import Any, NamedTuple
 
 from tritonserver._errors import InvalidArgumentError
+from tritonserver._framework import _config as _checks
 from tritonserver._framework._config import check_count
 from tritonserver._openvino import _config
 
@@ -90,7 +91,7 @@ def configure(ov: Any, name: str, model: Any, config: dict[str, Any], how: Flags
         element = _config.element(name, "input", tensor, entry.get("data_type", "TYPE_INVALID"))
         port = ppp.input(tensor).tensor()
         port.set_element_type(getattr(ov.Type, element))
-        dims = _config.config_dims(entry)
+        dims = _checks.config_dims(entry)
         if how.reshape_io:
             shape = shapes[tensor]
             index = 1 if max_batch else 0
@@ -125,7 +126,7 @@ def configure(ov: Any, name: str, model: Any, config: dict[str, Any], how: Flags
         element = _config.element(name, "output", tensor,
                                   entry.get("data_type", "TYPE_INVALID"))
         ppp.output(tensor).tensor().set_element_type(getattr(ov.Type, element))
-        _config.check_dims(name, tensor, shapes[tensor], _config.config_dims(entry), max_batch,
+        _config.check_dims(name, tensor, shapes[tensor], _checks.config_dims(entry), max_batch,
                            exact=True)
     return _build(name, ppp, "output")
 

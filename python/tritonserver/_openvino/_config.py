@@ -27,9 +27,10 @@ ELEMENT = {config_type: element for element, config_type in CONFIG_TYPE.items()}
 
 # Triton's backend: default-max-batch-size 0 but at least 1 for a batching
 # model; only whole empty lists filled; max_batch_size on a model without
-# batch layouts only warned about.
+# batch layouts only warned about; batching completed even when both lists
+# are given.
 COMPLETION = Completion("openvino", default_max_batch_size=0, at_least_one=True,
-                        per_entry=False, refuse_unbatchable=False)
+                        per_entry=False, refuse_unbatchable=False, batching_when_listed=True)
 
 
 def openvino() -> Any:
@@ -95,17 +96,7 @@ def complete(name: str, config: dict[str, Any], model: Any,
     from the layouts even when the inputs and outputs are listed; each empty
     list filled from the model."""
     inputs, outputs = model_tensors(model)
-    can_batch = batchable(model)
-    if config.get("input") and config.get("output"):
-        # The shared completion keeps such a configuration whole; this
-        # backend still completes its batching.
-        bare = {**config, "input": [], "output": []}
-        done = _checks.complete(name, COMPLETION, bare, [], [], can_batch,
-                                default_max_batch_size)
-        if done is None:
-            return None
-        return {**done, "input": config["input"], "output": config["output"]}
-    return _checks.complete(name, COMPLETION, config, inputs, outputs, can_batch,
+    return _checks.complete(name, COMPLETION, config, inputs, outputs, batchable(model),
                             default_max_batch_size)
 
 
@@ -121,16 +112,7 @@ def element(name: str, kind: str, tensor: str, declared: str) -> str:
 
 def check_name(name: str, kind: str, tensor: str, names: list[str]) -> None:
     if tensor not in names:
-        raise InvalidArgumentError(
-            f"unable to load model '{name}': unexpected inference {kind} '{tensor}', "
-            f"allowed {kind}s are: {', '.join(names)}")
-
-
-def config_dims(entry: dict[str, Any]) -> list[int]:
-    """The entry's dims, or its reshape's shape when it has one."""
-    reshape = entry.get("reshape")
-    return [int(d) for d in (reshape.get("shape", []) if reshape is not None
-                             else entry.get("dims", []))]
+        raise _checks.unexpected(name, kind, tensor, names)
 
 
 def check_dims(name: str, tensor: str, shape: Any, dims: list[int], max_batch: int,
