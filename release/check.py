@@ -65,7 +65,7 @@ BESIDE_EXTRAS = "serve,ray"
 CLIENT = "tritonclient[all]"
 UNMOVED = (("tritonclient", CLIENT), ("ray", "ray[serve]"))
 BESIDE_IMPORTS = ("import tritonclient.grpc, tritonserver.frontends; "
-                  "from tritonserver.frontends._protos import messages; "
+                  "from tritonserver.frontends.grpc.protos import messages; "
                   "assert messages().ModelInferRequest(model_name='m').model_name == 'm'")
 AUDITWHEEL_VERSION = "from importlib.metadata import version; print(version('auditwheel'))"
 # Variables of the caller that must not reach the builds and tests.

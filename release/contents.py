@@ -29,7 +29,7 @@ PACKAGE_SOURCES = _patterns(
     r"tritonserver/include/([A-Za-z0-9_]+/)*[A-Za-z0-9_]+\.h",
     r"tritonserver/share/cmake/tritonserver/(tritonserverConfig\.cmake|backend\.map)",
     r"tritonserver/example_models/[a-z0-9_]+/(config\.pbtxt|[0-9]+/[^/]+)",
-    r"tritonserver/frontends/proto/[a-z_]+\.proto",
+    r"tritonserver/proto/[a-z_]+\.proto",
 )
 
 # Files the build adds to the package.
@@ -38,7 +38,7 @@ BUILT = _patterns(
     r"tritonserver/backends/(?P<name>[a-z_]+)/libtriton_(?P=name)\.so",
     r"tritonserver/include/triton/triton(server|backend)\.h",
     r"tritonserver/share/cmake/tritonserver/tritonserverConfigVersion\.cmake",
-    r"tritonserver/frontends/proto/descriptors\.pb",
+    r"tritonserver/proto/descriptors\.pb",
 )
 
 DIST_INFO = _patterns(
@@ -57,7 +57,7 @@ WHEEL_REQUIRED = _patterns(
     r"tritonserver/share/cmake/tritonserver/tritonserverConfig\.cmake",
     r"tritonserver/share/cmake/tritonserver/tritonserverConfigVersion\.cmake",
     r"tritonserver/example_models/add_sub_fp32/config\.pbtxt",
-    r"tritonserver/frontends/proto/descriptors\.pb",
+    r"tritonserver/proto/descriptors\.pb",
     r"tritonserver_embedded-[^/]+\.dist-info/METADATA",
 )
 

@@ -183,7 +183,7 @@ def _grpc_server(host: str, port: int) -> Any:
     import grpc  # type: ignore[import-untyped]
 
     from tritonserver.frontends import KServeGrpc
-    from tritonserver.frontends._protos import messages
+    from tritonserver.frontends.grpc.protos import messages
 
     m = messages()
     defaults = KServeGrpc.Options()

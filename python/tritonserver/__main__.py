@@ -35,7 +35,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args[:1] == ["demo"]:
         return _demo()
     if args[:1] == ["serve"]:
-        from tritonserver._serve_command import main as serve_main
+        from tritonserver._cli.serve import main as serve_main
 
         return serve_main(args[1:], end=True)
     from tritonserver._core.cli import main as core_main

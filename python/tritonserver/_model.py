@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Optional, cast
 
-from tritonserver import _instances
+from tritonserver._control.instances import user_view
 from tritonserver._datatypes import from_config_name
 from tritonserver._enums import DataType, ModelBatchFlag, ModelTxnPropertyFlag
 from tritonserver._iterators import AsyncResponseIterator, ResponseIterator
@@ -52,8 +52,8 @@ class Model:
 
     def config(self, config_version: int = 1) -> dict[str, Any]:
         """The model's configuration as the core completed it (with the
-        instance count the user asked for: see tritonserver._instances)."""
-        return _instances.user_view(cast("dict[str, Any]", json.loads(
+        instance count the user asked for: see tritonserver._control.instances)."""
+        return user_view(cast("dict[str, Any]", json.loads(
             self._server._handle().model_config(self.name, self.version, config_version))))
 
     def ready(self) -> bool:

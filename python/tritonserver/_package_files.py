@@ -9,13 +9,13 @@ lists both.
 from __future__ import annotations
 
 import os
-
-import tritonserver
+import sys
 
 
 def package_dirs() -> list[str]:
     """Every folder of the package, the built files' first."""
-    return [os.path.abspath(p) for p in tritonserver.__path__]
+    # The package is imported by the time any of its modules runs.
+    return [os.path.abspath(p) for p in sys.modules["tritonserver"].__path__]
 
 
 def package_file(*parts: str) -> str:

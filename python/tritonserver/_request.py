@@ -140,8 +140,8 @@ def submission(model: "Model", request: Optional[InferenceRequest],
 def _trace(model: "Model", request: Any) -> None:
     """Sends `request` with a core trace when its server's trace setting
     samples it (tritonserver._trace; nothing to do while tracing is off)."""
-    tracing = model._server.__dict__.get("_trace")
-    if tracing is not None and tracing.active:
+    tracing = model._server._registries.active_tracing()
+    if tracing is not None:
         tracing.attach(request, model.name)
 
 

@@ -1,4 +1,7 @@
-"""Trace settings and trace files, as Triton's executable keeps them.
+"""Trace settings and trace files, as Triton's executable keeps them: what
+the core records, for the in-process API and every frontend. The settings
+as gRPC sends them are read in ``frontends/grpc/trace.py``, the command
+line's ``--trace-config`` in ``_cli/trace_flags.py``.
 
 One ``Tracing`` per Server (``Server._tracing()``) holds the global setting,
 the per-model settings and the trace files, so every frontend and the
@@ -44,7 +47,7 @@ _log = logging.getLogger("tritonserver.trace")
 NewSetting = dict[str, Optional[int]]
 
 
-def _stoi(text: str) -> int:
+def stoi(text: str) -> int:
     """std::stoi: leading blanks, a sign and digits; the rest is ignored.
     ValueError when there are no digits, OverflowError outside int32."""
     match = re.match(r"[ \t\n\v\f\r]*([+-]?[0-9]+)", text)
@@ -63,7 +66,7 @@ def level_names(level: int) -> list[str]:
             if level & bit]
 
 
-def _parse_levels(values: list[str]) -> Optional[int]:
+def parse_levels(values: list[str]) -> Optional[int]:
     """A trace_level list as Triton's frontends read it; None when it names
     no level (unknown names are ignored, as Triton does)."""
     level: Optional[int] = None
@@ -79,9 +82,9 @@ def _parse_levels(values: list[str]) -> Optional[int]:
     return level
 
 
-def _parse_number(key: str, text: str, http: bool) -> int:
+def parse_number(key: str, text: str, http: bool) -> int:
     try:
-        value = _stoi(text)
+        value = stoi(text)
     except ValueError:
         raise InvalidArgumentError(f"Unable to parse '{key}', got: {text}") from None
     except OverflowError:
@@ -98,17 +101,18 @@ def _parse_number(key: str, text: str, http: bool) -> int:
     return value & _UINT32_MAX  # Triton stores them as uint32
 
 
-_FIELDS = {"trace_level": "level", "trace_rate": "rate", "trace_count": "count",
+FIELDS = {"trace_level": "level", "trace_rate": "rate", "trace_count": "count",
            "log_frequency": "log_frequency"}
 
 
-def parse_http(body: dict[str, Any]) -> NewSetting:
-    """The update in an HTTP trace setting request's JSON body (Triton's
-    texts for what it refuses)."""
+def parse_update(body: dict[str, Any]) -> NewSetting:
+    """The update in a trace setting request's JSON object, as HTTP's body
+    and Server.update_trace_settings give it (Triton's texts for what it
+    refuses). gRPC's settings: tritonserver.frontends.grpc.trace."""
     if "trace_file" in body:
         raise UnsupportedError("trace file location can not be updated through network protocol")
     new: NewSetting = {}
-    for key, name in _FIELDS.items():
+    for key, name in FIELDS.items():
         if key not in body:
             continue
         value = body[key]
@@ -119,36 +123,13 @@ def parse_http(body: dict[str, Any]) -> NewSetting:
                 raise InternalError("JSON, failed accessing non-array as array")
             if not all(isinstance(v, str) for v in value):
                 raise InternalError("JSON, failed accessing non-string as string")
-            level = _parse_levels(value)
+            level = parse_levels(value)
             if level is not None:
                 new[name] = level
         else:
             if not isinstance(value, str):
                 raise InternalError("JSON, failed accessing non-string as string")
-            new[name] = _parse_number(key, value, http=True)
-    return new
-
-
-def parse_grpc(settings: dict[str, list[str]]) -> NewSetting:
-    """The update in a gRPC TraceSettingRequest's settings (an empty value
-    list clears a setting)."""
-    if "trace_file" in settings:
-        raise UnsupportedError("trace file location can not be updated through network protocol")
-    new: NewSetting = {}
-    for key, name in _FIELDS.items():
-        if key not in settings:
-            continue
-        values = list(settings[key])
-        if not values:
-            new[name] = None
-        elif key == "trace_level":
-            level = _parse_levels(values)
-            if level is not None:
-                new[name] = level
-        elif len(values) != 1:
-            raise InvalidArgumentError(f"expect only 1 value for '{key}'")
-        else:
-            new[name] = _parse_number(key, values[0], http=False)
+            new[name] = parse_number(key, value, http=True)
     return new
 
 
@@ -428,132 +409,3 @@ class Tracing:
             setting.retire()
         for file in self._files.values():
             file.close()
-
-
-# The executable's deprecated flags: argparse dest -> (flag, what replaces it).
-DEPRECATED_FLAGS = {
-    "trace_file": ("--trace-file", "'--trace-config triton,file=<filepath>"),
-    "trace_level": ("--trace-level", "'--trace-config level=<OFF|TIMESTAMPS|TENSORS>"),
-    "trace_rate": ("--trace-rate", "'--trace-config rate=<rate value>"),
-    "trace_count": ("--trace-count", "'--trace-config count=<count value>"),
-    "trace_log_frequency": ("--trace-log-frequency",
-                            "'--trace-config triton,log-frequency=<log frequency value>"),
-}
-
-
-def deprecation_warnings(deprecated: dict[str, Any]) -> list[str]:
-    """The executable's warning for each deprecated trace flag given."""
-    return [f"Warning: '{flag}' has been deprecated and will be removed in future releases. "
-            f"Please use {instead} instead."
-            for key, (flag, instead) in DEPRECATED_FLAGS.items() if deprecated.get(key)]
-
-
-def start_settings(configs: list[str],
-                   deprecated: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-    """Tracing.configure's arguments from the executable's repeatable
-    ``--trace-config [<mode>,]<setting>=<value>`` flags (which override the
-    deprecated ``--trace-file``, ``--trace-level``... given in `deprecated`,
-    keyed as DEPRECATED_FLAGS), with its errors (raised as ValueError)."""
-    level = DISABLED
-    disabled = False
-    out: dict[str, Any] = {"trace_file": "", "rate": 1000, "count": -1, "log_frequency": 0}
-    old = deprecated or {}
-    for key, target in (("trace_file", "trace_file"), ("trace_level", "level"),
-                        ("trace_rate", "rate"), ("trace_count", "count"),
-                        ("trace_log_frequency", "log_frequency")):
-        value = old.get(key)
-        if not value:
-            continue
-        try:
-            if key == "trace_file":
-                out[target] = value
-            elif key == "trace_level":
-                for name in value:
-                    parsed = _option_level(name)
-                    disabled |= parsed == DISABLED
-                    level |= parsed
-            else:
-                out[target] = _option_int(value)
-        except ValueError as e:
-            raise ValueError(f'Bad option: "{DEPRECATED_FLAGS[key][0]}".\n{e}') from None
-    global_entries: list[tuple[str, str]] = []
-    triton_entries: list[tuple[str, str]] = []
-    mode = "triton"
-    for arg in configs:
-        comma = arg.find(",")
-        if comma == 0:
-            raise ValueError("No trace mode specified. --trace-config option format is "
-                             "<trace mode>,<setting>=<value> or <setting>=<value>. Got " + arg)
-        entry_mode = ""
-        if comma > 0:
-            entry_mode = _trace_mode(arg[:comma])
-        eq = arg.find("=", comma + 1)
-        setting, value = (arg[comma + 1:eq], arg[eq + 1:]) if eq >= 0 else ("", "")
-        if eq < 0 or not setting or not value:
-            raise ValueError("--trace-config option format is "
-                             "'<trace mode>,<setting>=<value>'. Got " + arg)
-        if entry_mode == "triton":
-            triton_entries.append((setting, value))
-        elif entry_mode == "":
-            global_entries.append((setting, value))
-        # opentelemetry settings are refused below when that mode is chosen
-    for setting, value in global_entries:
-        try:
-            if setting == "rate":
-                out["rate"] = _option_int(value)
-            elif setting == "level":
-                parsed = _option_level(value)
-                disabled |= parsed == DISABLED
-                level |= parsed
-            elif setting == "mode":
-                mode = _trace_mode(value)
-            elif setting == "count":
-                out["count"] = _option_int(value)
-        except ValueError as e:
-            raise ValueError(f'Bad option: "--trace-config {setting}".\n{e}') from None
-    if mode != "triton":
-        raise ValueError("trace mode 'opentelemetry' is not supported by this server: only "
-                         "'triton' (the JSON trace file)")
-    extras: list[tuple[str, str]] = []
-    for setting, value in triton_entries:
-        try:
-            if setting == "file":
-                out["trace_file"] = value
-            elif setting == "log-frequency":
-                out["log_frequency"] = _option_int(value)
-            else:
-                extras.append((setting, value))
-        except ValueError as e:
-            raise ValueError(f'Bad option: "--trace-config triton,{setting}".\n{e}') from None
-    out["level"] = DISABLED if disabled else level
-    out["extras"] = extras
-    return out
-
-
-def _trace_mode(text: str) -> str:
-    mode = text.lower()
-    if mode not in ("triton", "opentelemetry"):
-        raise ValueError(f"invalid value for trace mode option: {mode}. Available options are "
-                         '"triton" and "opentelemetry"')
-    return mode
-
-
-def _option_int(text: str) -> int:
-    try:
-        return _stoi(text)
-    except ValueError:
-        raise ValueError(f"Invalid option value. Got {text}") from None
-    except OverflowError:
-        raise ValueError(f"Provided option value is out of bound. Got {text}") from None
-
-
-def _option_level(text: str) -> int:
-    value = text.lower()
-    if value in ("false", "off"):
-        return DISABLED
-    if value in ("true", "on", "min", "max", "timestamps"):
-        return TIMESTAMPS
-    if value == "tensors":
-        return TENSORS
-    raise ValueError("invalid value for trace level option: " + value)
-

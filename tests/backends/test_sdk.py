@@ -133,7 +133,7 @@ def test_count_two_is_one_core_instance_running_two_workers(test_backends, tmp_p
     """instance_group count 2 on an SDK backend: the core creates one
     instance (one core handle, seen from the backend), the backend sees two
     Instances that run batches at once on two threads, and the config still
-    says 2 (tritonserver._instances; docs/reliability.md)."""
+    says 2 (tritonserver._control.instances; docs/reliability.md)."""
     repo = tmp_path / "repo"
     write_model(repo, "two", "hooks", instances=2)
     log = str(tmp_path / "hooks.log")

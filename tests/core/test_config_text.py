@@ -1,7 +1,7 @@
-"""Tests of tritonserver._config_text: config.pbtxt -> protobuf's JSON form, without protobuf.
+"""Tests of tritonserver._control.config_text: config.pbtxt -> protobuf's JSON form, without protobuf.
 
 The reference is protobuf itself: ``text_format.Parse`` into the ModelConfig
-class the frontends build from the same .proto (frontends/_protos.py, from the
+class the frontends build from the same .proto (frontends/grpc/protos.py, from the
 descriptor set the build compiles). What the core needs is JSON that parses (with
 JsonStringToMessage) to the message the text gives, so the checks parse our
 JSON back with ``json_format.Parse`` and compare the two messages' dict forms
@@ -28,7 +28,7 @@ from google.protobuf import descriptor, json_format, text_format  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tritonserver._config_text import (  # noqa: E402
+from tritonserver._control.config_text import (  # noqa: E402
     _TEXT_LEXER,
     ConfigTextError,
     _Cursor,
@@ -305,7 +305,7 @@ def test_errors_name_line_and_column() -> None:
 
 
 def test_schema_is_read_once() -> None:
-    path = package_file("frontends", "proto", "model_config.proto")
+    path = package_file("proto", "model_config.proto")
     parse_model_config("")
     assert _schema(path) is _schema(path)
     assert "inference.ModelConfig.ParametersEntry" in _schema(path).messages

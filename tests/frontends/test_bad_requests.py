@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from frontends import support
 from frontends.conftest import Endpoints
 from tritonserver.frontends import KServeHttp
-from tritonserver.frontends._protos import messages
+from tritonserver.frontends.grpc.protos import messages
 
 HTTP_CASES = 500
 GRPC_CASES = 500

@@ -21,7 +21,7 @@ import tritonclient.grpc.aio as aiogrpcclient  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from tritonserver.frontends import KServeGrpc  # noqa: E402
-from tritonserver.frontends._protos import messages  # noqa: E402
+from tritonserver.frontends.grpc.protos import messages  # noqa: E402
 
 TIMEOUT = 60
 

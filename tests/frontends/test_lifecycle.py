@@ -28,7 +28,7 @@ import tritonclient.http as httpclient  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from tritonserver.frontends import KServeGrpc, KServeHttp, Metrics  # noqa: E402
-from tritonserver.frontends._protos import messages  # noqa: E402
+from tritonserver.frontends.grpc.protos import messages  # noqa: E402
 
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(tritonserver.__file__)))
 

@@ -1,4 +1,4 @@
-"""The gRPC messages (frontends/_protos.py): the descriptor set the build
+"""The gRPC messages (frontends/grpc/protos.py): the descriptor set the build
 installs, loaded without grpcio-tools, into a pool of its own beside
 tritonclient's messages."""
 
@@ -12,8 +12,8 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool
 
 import tritonserver
-from tritonserver.frontends import _protos
-from tritonserver.frontends._protos import messages
+from tritonserver.frontends.grpc import protos as _protos
+from tritonserver.frontends.grpc.protos import messages
 
 from tritonclient.grpc import service_pb2  # noqa: E402
 
@@ -34,7 +34,7 @@ def test_messages_need_no_grpc_tools():
     code = (
         "import sys\n"
         "sys.modules['grpc_tools'] = None  # any import of it or its modules fails\n"
-        "from tritonserver.frontends._protos import messages\n"
+        "from tritonserver.frontends.grpc.protos import messages\n"
         "m = messages()\n"
         "request = m.ModelInferRequest(model_name='add_sub_fp32')\n"
         "request.inputs.add(name='INPUT0', datatype='FP32', shape=[4])\n"

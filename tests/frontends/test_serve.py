@@ -163,11 +163,11 @@ def test_local_and_ray_runners_share_the_flags_module_not_each_other():
     import os
 
     package = os.path.dirname(tritonserver.__file__)
-    local = _imported_modules(os.path.join(package, "frontends", "_serve.py"))
+    local = _imported_modules(os.path.join(package, "_cli", "serve_local.py"))
     ray = _imported_modules(os.path.join(package, "ray", "_command.py"))
     assert not any(m.startswith("tritonserver.ray") for m in local), local
-    assert "tritonserver.frontends._serve" not in ray, ray
-    assert "tritonserver._serve_command" in local and "tritonserver._serve_command" in ray
+    assert "tritonserver._cli.serve_local" not in ray, ray
+    assert "tritonserver._cli.serve_flags" in local and "tritonserver._cli.serve_flags" in ray
 
 
 def test_serve_says_which_models_failed_when_live_but_not_ready(tmp_path):

@@ -23,7 +23,7 @@ import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
-from tritonserver._trace import deprecation_warnings, start_settings  # noqa: E402
+from tritonserver._cli.trace_flags import deprecation_warnings, start_settings  # noqa: E402
 from tritonserver.frontends import KServeGrpc, KServeHttp  # noqa: E402
 
 DEFAULTS = {"trace_level": ["OFF"], "trace_rate": "1000", "trace_count": "-1",

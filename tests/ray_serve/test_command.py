@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import tritonserver
-from tritonserver._serve_command import build_parser
+from tritonserver._cli.serve_flags import build_parser
 from tritonserver.ray import _command
 from frontends import support
 from frontends.serve_process import PACKAGE_PARENT, Serve

@@ -25,9 +25,9 @@ cp "$prefix"/tritonserver/_c/triton_bindings*.so "$prefix/pkg/tritonserver/_c/"
 cp -r "$prefix/tritonserver/include/triton" "$prefix/pkg/tritonserver/include/"  # as installed
 # The gRPC descriptor set, built by the package's own build (a build dir
 # without grpcio-tools skips it): taken from the package this Python has.
-descriptors="$("$python" -c 'from tritonserver._package_files import package_file as f; print(f("frontends", "proto", "descriptors.pb"))')"
-[ ! -f "$prefix/tritonserver/frontends/proto/descriptors.pb" ] || descriptors="$prefix/tritonserver/frontends/proto/descriptors.pb"
-cp "$descriptors" "$prefix/pkg/tritonserver/frontends/proto/"
+descriptors="$("$python" -c 'from tritonserver._package_files import package_file as f; print(f("proto", "descriptors.pb"))')"
+[ ! -f "$prefix/tritonserver/proto/descriptors.pb" ] || descriptors="$prefix/tritonserver/proto/descriptors.pb"
+cp "$descriptors" "$prefix/pkg/tritonserver/proto/"
 
 [ "$#" -gt 0 ] || set -- "$root/tests/reliability" -m "not stress"
 status=0

@@ -12,7 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-BACKEND = "pytorch"
+from tritonserver._torch._types import BACKEND
+
+__all__ = ["BACKEND", "complete"]
 
 
 def complete(name: str, version: int, config: dict[str, Any], repository_path: str,

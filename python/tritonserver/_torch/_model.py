@@ -23,8 +23,8 @@ from tritonserver._framework._params import (
     text_inputs,
 )
 from tritonserver._inprocess._model import ModelInstance
-from tritonserver._torch import BACKEND, _io
-from tritonserver._torch._types import config_types
+from tritonserver._torch import _io
+from tritonserver._torch._types import BACKEND, config_types
 
 log = logging.getLogger("tritonserver.pytorch")
 

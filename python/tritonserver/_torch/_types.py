@@ -9,6 +9,8 @@ from typing import Any, Optional
 
 from tritonserver._errors import InternalError
 
+BACKEND = "pytorch"  # the backend's name, as configs give it
+
 # TYPE_* -> torch dtype attribute name (TYPE_STRING: None, a List[str]).
 TORCH_TYPE: dict[str, Optional[str]] = {
     "TYPE_BOOL": "bool", "TYPE_UINT8": "uint8", "TYPE_INT8": "int8", "TYPE_INT16": "int16",

@@ -24,9 +24,9 @@ from tritonserver.frontends._deps import require as _require
 
 _require()
 
-from tritonserver.frontends._grpc import KServeGrpc  # noqa: E402
-from tritonserver.frontends._http import HttpSettings, KServeHttp, create_http_app  # noqa: E402
-from tritonserver.frontends._metrics import Metrics, create_metrics_app  # noqa: E402
+from tritonserver.frontends.grpc.service import KServeGrpc  # noqa: E402
+from tritonserver.frontends.http.app import HttpSettings, KServeHttp, create_http_app  # noqa: E402
+from tritonserver.frontends.http.metrics import Metrics, create_metrics_app  # noqa: E402
 from tritonserver.frontends._restricted import (  # noqa: E402
     FeatureGroup,
     Protocols,

@@ -7,7 +7,7 @@ import threading
 from typing import Any, Optional
 
 from tritonserver import InvalidArgumentError, Server, UnavailableError
-from tritonserver.frontends import _common as c
+from tritonserver.frontends.dataplane import state as c
 from tritonserver.frontends._runner import HttpService, check_address, check_port
 
 

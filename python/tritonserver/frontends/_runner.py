@@ -184,7 +184,7 @@ class HttpService:
         self._threads: list[LoopThread] = []
 
     def start(self) -> None:
-        from tritonserver.frontends._httpserver import HttpServer
+        from tritonserver.frontends.http.server import HttpServer
 
         self._socket = listening_socket(self.address, self.requested_port, self.reuse_port,
                                         self.name)

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 
 import tritonserver
 from tritonserver.frontends import HttpSettings
-from tritonserver._serve_command import Signals, build_parser, say, server_options
+from tritonserver._cli.serve_flags import Signals, build_parser, say, server_options
 from tritonserver.ray._app import application
 
 

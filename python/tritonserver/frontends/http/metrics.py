@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from tritonserver import InvalidArgumentError, Server
-from tritonserver.frontends import _common as c
+from tritonserver.frontends.dataplane import state as c
 from tritonserver.frontends._frontend import AsgiFrontend
+from tritonserver.frontends.http.wire import http_status
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -36,7 +37,7 @@ def create_metrics_app(server: c.ServerLike) -> "Starlette":
         except Exception as e:
             error = c.unavailable_if_stopped(target, e)
             return JSONResponse({"error": c.error_message(error)},
-                                status_code=c.http_status(error))
+                                status_code=http_status(error))
         return PlainTextResponse(text, media_type=PROMETHEUS_TYPE)
 
     return Starlette(routes=[Route("/metrics", metrics, methods=["GET"])])

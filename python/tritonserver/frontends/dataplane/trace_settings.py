@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from tritonserver import Server
+from tritonserver._server import tracing_of
 from tritonserver._trace import NewSetting
-from tritonserver.frontends._common import check_running
+from tritonserver.frontends.dataplane.state import check_running
 
 
 def check_trace_request(server: Server, model_name: str) -> None:
@@ -23,7 +24,7 @@ def trace_settings(server: Server, model_name: str,
                    update: Optional[NewSetting] = None) -> dict[str, Any]:
     """The settings of ``model_name`` ("" the global ones) after ``update``
     (None: none): ``{setting: value or list of values}``."""
-    tracing = server._tracing()
+    tracing = tracing_of(server)
     if update is not None:
         tracing.update(model_name, update)
     return tracing.settings(model_name or None)

@@ -9,11 +9,11 @@ import re
 from typing import Any, Optional
 
 from tritonserver import InferenceResponse, InvalidArgumentError, Server
-from tritonserver.frontends import _json
-from tritonserver.frontends import _shm_endpoints as _shm
-from tritonserver.frontends._classification import Classification, http_count
-from tritonserver.frontends._common import ModelEntry
-from tritonserver.frontends._http_wire import (
+from tritonserver.frontends.http import json_codec as _json
+from tritonserver.frontends.dataplane import shared_memory as _shm
+from tritonserver.frontends.dataplane.classification import Classification, http_count
+from tritonserver.frontends.dataplane.state import ModelEntry
+from tritonserver.frontends.http.wire import (
     BINARY_TYPE,
     HEADER_LENGTH,
     JSON_TYPE,
@@ -23,8 +23,8 @@ from tritonserver.frontends._http_wire import (
     compress,
     json_bytes,
 )
-from tritonserver.frontends._inference import Call, model_version, set_request_parameter
-from tritonserver.frontends._tensors import (
+from tritonserver.frontends.dataplane.inference import Call, model_version, set_request_parameter
+from tritonserver.frontends.dataplane.tensors import (
     DATATYPE_NAME,
     check_datatype,
     nbytes_of,

@@ -11,13 +11,15 @@ from typing import Any, Optional
 
 import numpy as np
 
-from tritonserver import InvalidArgumentError, UnsupportedError
-from tritonserver.frontends import _shm_endpoints as _shm
-from tritonserver.frontends._classification import Classification, grpc_count
-from tritonserver.frontends._common import parse_version
-from tritonserver.frontends._inference import Call, set_request_parameter, unsigned
-from tritonserver.frontends._protos import Messages
-from tritonserver.frontends._tensors import (
+from tritonserver import (AlreadyExistsError, CancelledError, InternalError, InvalidArgumentError,
+                          NotFoundError, TritonError, UnavailableError, UnsupportedError)
+from tritonserver.frontends.dataplane import state as c
+from tritonserver.frontends.dataplane import shared_memory as _shm
+from tritonserver.frontends.dataplane.classification import Classification, grpc_count
+from tritonserver.frontends.dataplane.state import parse_version
+from tritonserver.frontends.dataplane.inference import Call, set_request_parameter, unsigned
+from tritonserver.frontends.grpc.protos import Messages
+from tritonserver.frontends.dataplane.tensors import (
     DATATYPE_NAME,
     HOST_MEMORY,
     NUMPY_DTYPE,
@@ -34,6 +36,29 @@ CONTENTS_FIELD = {
     "UINT16": "uint_contents", "UINT32": "uint_contents", "UINT64": "uint64_contents",
     "FP32": "fp32_contents", "FP64": "fp64_contents", "BYTES": "bytes_contents",
 }
+
+
+# Triton's gRPC status code (its name) per error class.
+_GRPC_CODE: list[tuple[type, str]] = [
+    (NotFoundError, "NOT_FOUND"), (InvalidArgumentError, "INVALID_ARGUMENT"),
+    (UnavailableError, "UNAVAILABLE"), (UnsupportedError, "UNIMPLEMENTED"),
+    (InternalError, "INTERNAL"), (AlreadyExistsError, "ALREADY_EXISTS"),
+    (CancelledError, "CANCELLED"),
+]
+
+
+def grpc_code_name(error: BaseException) -> str:
+    """The grpc.StatusCode name for an error (Triton's mapping)."""
+    if isinstance(error, c.Forbidden):
+        return "UNAVAILABLE"  # what Triton answers for a restricted protocol
+    if isinstance(error, c.PayloadTooLarge):
+        return "RESOURCE_EXHAUSTED"
+    for cls, code in _GRPC_CODE:
+        if isinstance(error, cls):
+            return code
+    if not isinstance(error, TritonError):
+        return "INTERNAL"
+    return "UNKNOWN"
 
 
 def parameter_value(p: Any) -> Any:

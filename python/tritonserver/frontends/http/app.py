@@ -18,13 +18,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 from tritonserver import InvalidArgumentError, Server
-from tritonserver._trace import parse_http
-from tritonserver.frontends import _common as c
-from tritonserver.frontends import _generate, _json, _metadata, _repository
-from tritonserver.frontends import _shm_endpoints as _shm
+from tritonserver._trace import parse_update
+from tritonserver.frontends.dataplane import state as c
+from tritonserver.frontends.dataplane import generate as _generate
+from tritonserver.frontends.http import json_codec as _json
+from tritonserver.frontends.dataplane import metadata as _metadata
+from tritonserver.frontends.dataplane import repository as _repository
+from tritonserver.frontends.dataplane import shared_memory as _shm
 from tritonserver.frontends._frontend import AsgiFrontend
-from tritonserver.frontends._http_infer import infer_reply, parse_infer, raw_binary_call
-from tritonserver.frontends._http_wire import (
+from tritonserver.frontends.http.codec import infer_reply, parse_infer, raw_binary_call
+from tritonserver.frontends.http.wire import (
     HEADER_LENGTH,
     JSON_TYPE,
     SSE_TYPE,
@@ -36,20 +39,21 @@ from tritonserver.frontends._http_wire import (
     decompress,
     error_body,
     header,
+    http_status,
     json_bytes,
     ok_json,
     read_body,
     send_reply,
 )
-from tritonserver.frontends._inference import Call, infer_once, mark, tracing
-from tritonserver.frontends._logging_endpoints import log_settings_request
+from tritonserver.frontends.dataplane.inference import Call, infer_once, mark, tracing
+from tritonserver.frontends.dataplane.log_settings import log_settings_request
 from tritonserver.frontends._restricted import (
     Protocols,
     RestrictedLike,
     as_restricted,
     restriction_table,
 )
-from tritonserver.frontends._trace_endpoints import check_trace_request, trace_settings
+from tritonserver.frontends.dataplane.trace_settings import check_trace_request, trace_settings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -117,7 +121,7 @@ class _Endpoint:
             if server is not None and not isinstance(e, (c.Forbidden, c.PayloadTooLarge,
                                                           _MethodNotAllowed)):
                 error = c.unavailable_if_stopped(server, e)
-            status = 405 if isinstance(error, _MethodNotAllowed) else c.http_status(error)
+            status = 405 if isinstance(error, _MethodNotAllowed) else http_status(error)
             extra = [(b"connection", b"close")] if isinstance(error, c.PayloadTooLarge) else None
             await send_reply(send, status, JSON_TYPE, error_body(c.error_message(error)), extra)
             return
@@ -230,7 +234,7 @@ class _Api:
         check_trace_request(server, model_name)
         update = None
         if scope["method"] == "POST":
-            update = parse_http(await self._json_body(scope, receive, "trace setting"))
+            update = parse_update(await self._json_body(scope, receive, "trace setting"))
         return ok_json(trace_settings(server, model_name, update))
 
     async def shm_status(self, scope: Scope, receive: Receive, send: Send, server: Server,

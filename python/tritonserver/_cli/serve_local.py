@@ -1,5 +1,5 @@
 """``python -m tritonserver serve`` without ``--ray``: an in-process Server
-behind the HTTP, gRPC and metrics frontends (flags: ``tritonserver._serve_command``).
+behind the HTTP, gRPC and metrics frontends (flags: ``tritonserver._cli.serve_flags``).
 
 It runs until SIGINT or SIGTERM, then stops accepting, lets requests in
 flight finish within ``--exit-timeout-secs``, stops the server and exits 0.
@@ -14,14 +14,15 @@ import threading
 import time
 from typing import Any, Optional
 
-from tritonserver._load_reasons import failure_lines
-from tritonserver._serve_command import (COMPRESSION_LEVELS, Signals, end_process, say,
+from tritonserver._control.load_reasons import failure_lines
+from tritonserver._cli.serve_flags import (COMPRESSION_LEVELS, Signals, end_process, say,
                                         server_options)
-from tritonserver._trace import DEPRECATED_FLAGS, deprecation_warnings, start_settings
+from tritonserver._server import startup_failures, tracing_of
+from tritonserver._cli.trace_flags import DEPRECATED_FLAGS, deprecation_warnings, start_settings
 
 
 def _model_table(server: Any) -> str:
-    failures = server._startup_failures
+    failures = startup_failures(server)
     rows = [(m.name, str(m.version) if m.version >= 0 else "-", m.state or "-",
              (m.reason or failures.get(m.name) or "").replace("\n", " ")[:80])
             for m in server.models().values()]
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None,
         end_process: bool = False) -> int:
     """Serve until a signal; ``end_process``: the process ends when serving
     does (the command line), so the time the stop took is measured to the
-    end (see tritonserver._serve_command.end_process)."""
+    end (see tritonserver._cli.serve_flags.end_process)."""
     import tritonserver
     from tritonserver.frontends import KServeGrpc, KServeHttp, Metrics
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None,
     signals = signals or Signals()
     signals.install()
     server = tritonserver.Server(options)
-    server._tracing().configure(**tracing)
+    tracing_of(server).configure(**tracing)
     frontends: list[Any] = []
     try:
         try:
@@ -125,7 +126,7 @@ def _wait(server: Any, args: argparse.Namespace, signals: Signals) -> None:
 
 
 def _readiness(server: Any) -> str:
-    failed = failure_lines(server._startup_failures)
+    failed = failure_lines(startup_failures(server))
     if server.ready():
         return "tritonserver serve: ready" + (
             f"\ntritonserver serve: models that failed to load:{failed}" if failed else "")

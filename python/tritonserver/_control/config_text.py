@@ -284,7 +284,7 @@ def _schema(path: str) -> _Schema:
 
 def parse_model_config(text: str) -> dict[str, Any]:
     """A config.pbtxt's text -> the dict of its JSON form (see the module's doc)."""
-    schema = _schema(package_file("frontends", "proto", "model_config.proto"))
+    schema = _schema(package_file("proto", "model_config.proto"))
     return _TextParser(schema, _Cursor(text, _TEXT_LEXER)).message(ROOT, None)
 
 

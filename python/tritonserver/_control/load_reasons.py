@@ -73,7 +73,7 @@ def failure_lines(failures: dict[str, str]) -> str:
 
 
 def _config_problem(path: str) -> Optional[str]:
-    from tritonserver._config_text import ConfigTextError, parse_model_config
+    from tritonserver._control.config_text import ConfigTextError, parse_model_config
 
     try:
         with open(path, encoding="utf-8") as f:

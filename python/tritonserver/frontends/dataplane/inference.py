@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from tritonserver._enums import RequestFlag
-from tritonserver.frontends._classification import Classification
-from tritonserver.frontends._common import ModelEntry, ServerState, state_of
-from tritonserver.frontends._shm_endpoints import ShmRef, place_in_shared_memory
+from tritonserver._server import active_tracing
+from tritonserver.frontends.dataplane.classification import Classification
+from tritonserver.frontends.dataplane.state import ModelEntry, ServerState, state_of
+from tritonserver.frontends.dataplane.shared_memory import ShmRef, place_in_shared_memory
 from tritonserver import (
     InferenceRequest,
     InferenceResponse,
@@ -166,8 +167,7 @@ async def infer_once(server: Server, call: Call,
 def tracing(server: Server) -> bool:
     """Whether a request to ``server`` may be traced (tritonserver._trace):
     the frontends take their timestamps only then."""
-    trace = server.__dict__.get("_trace")
-    return trace is not None and bool(trace.active)
+    return active_tracing(server) is not None
 
 
 def mark_sent(call: Call, request: Any) -> None:

@@ -1,6 +1,6 @@
 """The HTTP frontend's plumbing: ASGI types, reading a request body within
 the size limit (and decompressing it), compressing and sending a response,
-and Triton's JSON error body.
+and Triton's status and JSON body for an error.
 """
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ from __future__ import annotations
 import zlib
 from typing import Any, Awaitable, Callable, MutableMapping, Optional
 
-from tritonserver import InvalidArgumentError, UnsupportedError
-from tritonserver.frontends import _common as c
-from tritonserver.frontends import _json
+from tritonserver import (InternalError, InvalidArgumentError, NotFoundError, TritonError,
+                          UnavailableError, UnsupportedError)
+from tritonserver.frontends.dataplane import state as c
+from tritonserver.frontends.http import json_codec as _json
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -25,6 +26,28 @@ SSE_TYPE = b"text/event-stream; charset=utf-8"
 HEADER_LENGTH = b"inference-header-content-length"
 
 json_bytes = _json.dumps
+
+
+# Triton's HTTP status per error class.
+_HTTP_STATUS: list[tuple[type, int]] = [
+    (NotFoundError, 404), (UnavailableError, 503), (UnsupportedError, 501),
+    (InternalError, 500),
+]
+
+
+def http_status(error: BaseException) -> int:
+    """Triton's HTTP status for an error: not found 404, unavailable 503,
+    unsupported 501, internal 500, anything else 400."""
+    if isinstance(error, c.Forbidden):
+        return 403
+    if isinstance(error, c.PayloadTooLarge):
+        return 413
+    for cls, status in _HTTP_STATUS:
+        if isinstance(error, cls):
+            return status
+    if not isinstance(error, TritonError):
+        return 500  # a bug of ours: said as such, the server goes on
+    return 400
 
 
 def error_body(message: str) -> bytes:

@@ -24,24 +24,26 @@ from typing import Any, Callable, Iterator, Optional
 
 from tritonserver import InvalidArgumentError, Server, UnavailableError, UnsupportedError
 from tritonserver._enum_names import named
-from tritonserver._trace import parse_grpc
-from tritonserver.frontends import _common as c
-from tritonserver.frontends import _metadata, _repository
-from tritonserver.frontends import _shm_endpoints as _shm
+from tritonserver.frontends.grpc.trace import parse_grpc
+from tritonserver.frontends.dataplane import state as c
+from tritonserver.frontends.dataplane import metadata as _metadata
+from tritonserver.frontends.dataplane import repository as _repository
+from tritonserver.frontends.dataplane import shared_memory as _shm
 from tritonserver.frontends._frontend import (
     Frontend,
     check_bool,
     check_int,
     check_socket_options,
 )
-from tritonserver.frontends._grpc_infer import (
+from tritonserver.frontends.grpc.codec import (
+    grpc_code_name,
     call_from_request,
     infer_response,
     parameter_value,
     parse_message,
 )
-from tritonserver.frontends._grpc_stream import stream_infer
-from tritonserver.frontends._inference import (
+from tritonserver.frontends.grpc.stream import stream_infer
+from tritonserver.frontends.dataplane.inference import (
     Call,
     finish_once,
     mark,
@@ -50,8 +52,8 @@ from tritonserver.frontends._inference import (
     once_entry,
     tracing,
 )
-from tritonserver.frontends._logging_endpoints import log_settings_request
-from tritonserver.frontends._protos import Messages, messages
+from tritonserver.frontends.dataplane.log_settings import log_settings_request
+from tritonserver.frontends.grpc.protos import Messages, messages
 from tritonserver.frontends._restricted import (
     GRPC_KEY_PREFIX,
     Protocols,
@@ -60,7 +62,7 @@ from tritonserver.frontends._restricted import (
     restriction_table,
 )
 from tritonserver.frontends._runner import JOIN_GRACE_S
-from tritonserver.frontends._trace_endpoints import check_trace_request, trace_settings
+from tritonserver.frontends.dataplane.trace_settings import check_trace_request, trace_settings
 
 SERVICE = "inference.GRPCInferenceService"
 HEALTH_SERVICE = "grpc.health.v1.Health"
@@ -154,7 +156,7 @@ class _Service:
 
         if not isinstance(error, (c.Forbidden, c.PayloadTooLarge)):
             error = c.unavailable_if_stopped(self.server, error)
-        code = getattr(grpc.StatusCode, c.grpc_code_name(error))
+        code = getattr(grpc.StatusCode, grpc_code_name(error))
         context.abort(code, c.error_message(error))  # raises: ends the RPC
 
     def unary(self, protocol: Protocols, fn: Callable[[Any, Any], Any],

@@ -10,13 +10,13 @@ import threading
 from typing import TYPE_CHECKING, Any, Iterator, cast
 
 from tritonserver import InferenceRequest
-from tritonserver.frontends import _common as c
-from tritonserver.frontends._grpc_infer import call_from_request, infer_response, parse_message
-from tritonserver.frontends._inference import model_version, select_outputs
+from tritonserver.frontends.dataplane import state as c
+from tritonserver.frontends.grpc.codec import call_from_request, infer_response, parse_message
+from tritonserver.frontends.dataplane.inference import model_version, select_outputs
 from tritonserver.frontends._restricted import Protocols
 
 if TYPE_CHECKING:
-    from tritonserver.frontends._grpc import _Service
+    from tritonserver.frontends.grpc.service import _Service
 
 _READ_DONE = object()
 

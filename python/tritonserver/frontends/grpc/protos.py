@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from tritonserver._package_files import package_file
 
-DESCRIPTORS = ("frontends", "proto", "descriptors.pb")
+DESCRIPTORS = ("proto", "descriptors.pb")
 
 _lock = threading.Lock()
 _messages: Optional["Messages"] = None

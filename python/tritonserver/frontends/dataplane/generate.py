@@ -15,9 +15,9 @@ from tritonserver import (
     InvalidArgumentError,
     Server,
 )
-from tritonserver.frontends._common import ModelEntry, state_of
-from tritonserver.frontends._inference import Call, model_version, set_parameter
-from tritonserver.frontends._tensors import tensor_from_list, tensor_to_list
+from tritonserver.frontends.dataplane.state import ModelEntry, state_of
+from tritonserver.frontends.dataplane.inference import Call, model_version, set_parameter
+from tritonserver.frontends.dataplane.tensors import tensor_from_list, tensor_to_list
 
 
 def start(server: Server, model_name: str, version: int,

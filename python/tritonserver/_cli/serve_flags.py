@@ -2,10 +2,11 @@
 
 ``python -m tritonserver serve`` (also ``tritonserver-py serve``) is a
 drop-in for the ``tritonserver`` executable, with its flag names for what it
-covers. This module parses the flags, turns them into ``tritonserver.Options``
-and hands them to one of two runners that never import each other: the
-in-process frontends (``tritonserver.frontends._serve``) or replicas on Ray
-Serve (``tritonserver.ray._command``, with ``--ray``).
+covers. This module parses the flags and turns them into
+``tritonserver.Options``; the two runners, the in-process frontends
+(``tritonserver._cli.serve_local``) and replicas on Ray Serve
+(``tritonserver.ray._command``, with ``--ray``), import it and never each
+other, and ``tritonserver._cli.serve`` picks one.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, NoReturn, Optional, Sequence
+from typing import Any, NoReturn
 
 DEFAULT_ADDRESS = "127.0.0.1"
 _TRUE = {"true", "on", "1", "yes"}
@@ -281,22 +282,3 @@ def end_process(code: int, stop_started: float) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-
-
-def main(argv: Optional[Sequence[str]] = None, end: bool = False) -> int:
-    """The serve command; ``end``: it is the process's command line, which
-    ends when serving does (``python -m tritonserver serve``)."""
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    if args.ray:
-        try:
-            from tritonserver.ray._command import run as run_on_ray
-        except ImportError as e:  # the ray extra is not installed
-            say(f"tritonserver serve --ray: {e}")
-            return 1
-        return run_on_ray(args)
-    try:
-        from tritonserver.frontends._serve import run
-    except ImportError as e:  # the serve extra is not installed
-        say(f"tritonserver serve: {e}")
-        return 1
-    return run(args, end_process=end)

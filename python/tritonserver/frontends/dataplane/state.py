@@ -1,7 +1,8 @@
-"""What every frontend shares: error mapping (Triton's HTTP statuses and
-gRPC codes), the per-server state (model handles and whether each is
-decoupled), the server behind a frontend and whether it runs, and model
-versions as the protocols give them.
+"""What every endpoint shares, whatever the protocol: the errors a frontend
+adds to the package's (each protocol maps them to its status), the
+per-server state (model handles and whether each is decoupled), the server
+behind a frontend and whether it runs, and model versions as the protocols
+give them.
 """
 
 from __future__ import annotations
@@ -11,36 +12,20 @@ import weakref
 from dataclasses import dataclass
 from typing import Callable, Optional, Union
 
-import tritonserver
 from tritonserver import (
-    CancelledError,
     InternalError,
     InvalidArgumentError,
     Model,
-    NotFoundError,
+    ModelTxnPropertyFlag,
     Server,
     TritonError,
     UnavailableError,
-    UnsupportedError,
 )
 
 DEFAULT_MAX_INPUT_SIZE = 64 << 20  # Triton's --http-max-input-size default
 
 
-
 # ---- Errors ---------------------------------------------------------------------------
-
-# (HTTP status, gRPC status code name) per error class, as Triton maps them.
-_HTTP_STATUS: list[tuple[type, int]] = [
-    (NotFoundError, 404), (UnavailableError, 503), (UnsupportedError, 501),
-    (InternalError, 500),
-]
-_GRPC_CODE: list[tuple[type, str]] = [
-    (NotFoundError, "NOT_FOUND"), (InvalidArgumentError, "INVALID_ARGUMENT"),
-    (UnavailableError, "UNAVAILABLE"), (UnsupportedError, "UNIMPLEMENTED"),
-    (InternalError, "INTERNAL"), (tritonserver.AlreadyExistsError, "ALREADY_EXISTS"),
-    (CancelledError, "CANCELLED"),
-]
 
 
 class Forbidden(TritonError):
@@ -49,35 +34,6 @@ class Forbidden(TritonError):
 
 class PayloadTooLarge(InvalidArgumentError):
     """A request body over the frontend's max_input_size (HTTP 413)."""
-
-
-def http_status(error: BaseException) -> int:
-    """Triton's HTTP status for an error: not found 404, unavailable 503,
-    unsupported 501, internal 500, anything else 400."""
-    if isinstance(error, Forbidden):
-        return 403
-    if isinstance(error, PayloadTooLarge):
-        return 413
-    for cls, status in _HTTP_STATUS:
-        if isinstance(error, cls):
-            return status
-    if not isinstance(error, TritonError):
-        return 500  # a bug of ours: said as such, the server goes on
-    return 400
-
-
-def grpc_code_name(error: BaseException) -> str:
-    """The grpc.StatusCode name for an error (Triton's mapping)."""
-    if isinstance(error, Forbidden):
-        return "UNAVAILABLE"  # what Triton answers for a restricted protocol
-    if isinstance(error, PayloadTooLarge):
-        return "RESOURCE_EXHAUSTED"
-    for cls, code in _GRPC_CODE:
-        if isinstance(error, cls):
-            return code
-    if not isinstance(error, TritonError):
-        return "INTERNAL"
-    return "UNKNOWN"
 
 
 def error_message(error: BaseException) -> str:
@@ -116,7 +72,7 @@ class ServerState:
         if entry is None:
             model = server.model(name, version)
             decoupled = bool(int(model.transaction_properties())
-                             & int(tritonserver.ModelTxnPropertyFlag.DECOUPLED))
+                             & int(ModelTxnPropertyFlag.DECOUPLED))
             entry = ModelEntry(model, decoupled)
             with self._lock:
                 if len(self._models) >= self.MAX_MODELS:

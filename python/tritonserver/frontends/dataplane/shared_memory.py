@@ -10,15 +10,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
 from tritonserver import InvalidArgumentError, Server
+from tritonserver._server import shared_memory_of
 from tritonserver._shared_memory import (
     SystemSharedMemoryOutputs,
     cuda_register_refusal,
     cuda_status,
 )
-from tritonserver.frontends._tensors import element_count, tensor_from_buffer
+from tritonserver.frontends.dataplane.tensors import element_count, tensor_from_buffer
 
 if TYPE_CHECKING:
-    from tritonserver.frontends._inference import Call
+    from tritonserver.frontends.dataplane.inference import Call
 
 _OFFSET_SIZE = ("shared_memory_offset", "shared_memory_byte_size")
 
@@ -75,7 +76,7 @@ def unregister(server: Server, name: Optional[str]) -> None:
 
 def cuda_regions(server: Server, name: Optional[str]) -> list[dict[str, Any]]:
     """CUDA shared memory status: there are none (NotFoundError for a name)."""
-    return cuda_status(server._shared_memory(), name or None)
+    return cuda_status(shared_memory_of(server), name or None)
 
 
 def cuda_register(name: str) -> NoReturn:
@@ -139,7 +140,7 @@ def shaped(name: str, ref: ShmRef, datatype: str, shape: list[Any]) -> ShmRef:
 def place_in_shared_memory(call: "Call", server: Server) -> Any:
     """A call's inputs in regions become views of them (in place); returns
     the allocator writing outputs into theirs (None if none is)."""
-    registry = server._shared_memory()
+    registry = shared_memory_of(server)
     for name, ref in call.shm_inputs.items():
         where = registry.slice(ref.region, ref.offset, ref.byte_size)
         call.inputs[name] = tensor_from_buffer(name, ref.datatype, ref.shape, where.view, 0,

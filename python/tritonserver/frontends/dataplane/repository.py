@@ -10,7 +10,7 @@ import binascii
 from typing import Any
 
 from tritonserver import InvalidArgumentError, Server, UnsupportedError
-from tritonserver.frontends._common import state_of
+from tritonserver.frontends.dataplane.state import state_of
 
 
 def check_repository(repository: str) -> None:

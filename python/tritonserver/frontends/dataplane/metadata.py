@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tritonserver import Model, Server
-from tritonserver.frontends._common import check_running, parse_version, running
+from tritonserver.frontends.dataplane.state import check_running, parse_version, running
 
 # Extensions of the core's list that these frontends do not serve.
 UNSERVED_EXTENSIONS = {"cuda_shared_memory"}

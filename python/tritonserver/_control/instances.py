@@ -120,7 +120,7 @@ def _config_of(model_dirs: list[str], name: str,
     path = os.path.join(folder, "config.pbtxt")
     if not os.path.isfile(path):
         return {}, folder  # auto-completed by the core (strict_model_config=False)
-    from tritonserver._config_text import ConfigTextError, parse_model_config
+    from tritonserver._control.config_text import ConfigTextError, parse_model_config
 
     try:
         with open(path, encoding="utf-8") as f:

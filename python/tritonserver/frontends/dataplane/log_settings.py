@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import tritonserver
 from tritonserver import InvalidArgumentError, Server, UnsupportedError
-from tritonserver.frontends._common import check_running
+from tritonserver.frontends.dataplane.state import check_running
 
 _lock = threading.Lock()
 _log_settings: Optional["LogSettings"] = None

@@ -1,0 +1,305 @@
+"""CoreControl: how one Server drives its core through start, loads and stop.
+
+Core 2.51 needs driving around four of its faults, and this class is the
+only place that knows it (the modules beside it hold the details):
+
+- It can crash while it tears down a model with two or more instances
+  (``instances``): models on the package's SDK backends must load with a
+  rewritten configuration, so the package loads them itself. Under NONE and
+  EXPLICIT the core therefore runs in EXPLICIT mode with no startup model,
+  and ``start`` loads each model after ``ServerNew`` (in parallel, then the
+  ensembles), refusing what the core would refuse in NONE mode.
+- It says only "failed to poll from model repository" for a model it could
+  not read (``load_reasons``): each load's error gets the reason.
+- A reload that fails while an older version serves leaves an entry its
+  stop waits on until the exit timeout, and it deletes a replaced version on
+  a detached thread: ``stop`` unloads every model and waits until none is
+  left and no request runs, so the core's own stop has nothing to wait for.
+- A stop that gave up leaves a server that cannot be freed (``teardown``).
+
+For: core 2.51 (C API 1.34, nvidia-pytriton 0.5.13 to 0.7.0), the only core
+to be had on PyPI; each point was read in its sources at r24.10 and is
+unchanged at their main (docs/reliability.md). With a core that fixes
+them, ``start`` hands the user's options to ``ServerNew`` as they are and
+``load``/``stop`` call the core directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Optional
+
+from tritonserver._c import triton_bindings as _bindings
+from tritonserver._control import instances, load_reasons, python_stub, teardown
+from tritonserver._control.startup_models import models_loaded_at_start
+from tritonserver._enums import ModelControlMode
+from tritonserver._errors import InternalError, TritonError, UnavailableError, UnsupportedError
+from tritonserver._options import Options
+
+# How long a stop waits after a reload (CoreControl._wait_for_replaced_models).
+REPLACED_MODEL_GRACE_S = 1.0
+
+LoadPlan = list[tuple[str, Optional[dict[str, Any]]]]
+
+
+class CoreControl:
+    """One started core server: its options as the user gave them
+    (``asked``) and as the core got them (``core_options``), the models that
+    failed at start and why, and the loads under way."""
+
+    def __init__(self, asked: Options, core_options: Options, core: Any):
+        self.asked = asked
+        self.core_options = core_options
+        self._core = core
+        self._registered: list[tuple[str, dict[str, str]]] = []
+        self._loads = 0
+        self._loads_lock = threading.Lock()
+        self._failed_reloads = 0
+        self._last_reload = -REPLACED_MODEL_GRACE_S
+        # Models that failed to load at start, with the reason (for
+        # start(wait_until_ready=True) and the serve command).
+        self.startup_failures: dict[str, str] = {}
+
+    # ---- Start ----------------------------------------------------------------------
+
+    def start(self) -> _bindings.Server:
+        """The core server, started, with the startup models loaded (or
+        their failures in ``startup_failures``). InternalError when models
+        failed and the options say to exit on error."""
+        later = self._plan_startup(self.core_options)
+        server = self._new_core_server(self.core_options)
+        try:
+            if ModelControlMode(self.asked.model_control_mode) == ModelControlMode.POLL:
+                self._check_polled_models(server)
+            else:
+                self._load_after_start(server, later)
+            if self.startup_failures and self.asked.exit_on_error:
+                raise InternalError("failed to load all models:"
+                                    + load_reasons.failure_lines(self.startup_failures))
+        except BaseException:
+            self.stop(server)
+            raise
+        return server
+
+    def failure_lines(self) -> str:
+        return load_reasons.failure_lines(self.startup_failures)
+
+    def _plan_startup(self, options: Options) -> LoadPlan:
+        """Sets the core's mode and startup models on `options` (the core's
+        copy); returns the models to load once the core runs, in order, with
+        their load parameters.
+
+        Under NONE and EXPLICIT the core starts with no model and the
+        package loads each one: each load then fails with its own reason,
+        where the core's startup loads fail the start with "failed to load
+        all models" and nothing else (the reasons go to its log)."""
+        mode = ModelControlMode(options.model_control_mode)
+        if mode == ModelControlMode.POLL:
+            if options.exit_on_error and all(os.path.isdir(r) for r in options._repositories()):
+                # The package fails the start itself, naming the models
+                # (_check_polled_models). Repositories that are not local
+                # folders keep the core's check: it says what is wrong.
+                options.exit_on_error = False
+            return []
+        # A name in several repositories is one load (the core then finds
+        # them all, or refuses a name that is not unique).
+        names = list(dict.fromkeys(models_loaded_at_start(options)))
+        options.model_control_mode = ModelControlMode.EXPLICIT
+        options.startup_models = []
+        return [(name, self._one_instance(name, None)) for name in names]
+
+    def _new_core_server(self, options: Options) -> _bindings.Server:
+        c_options = _bindings.ServerOptions()
+        options._apply(c_options)
+        server = _bindings.Server(c_options)
+        if options.exit_on_error or not self.asked.exit_on_error or server.is_live():
+            return server
+        # POLL mode with the core's exit_on_error off (_plan_startup): it
+        # failed before any model, and logged why only. Started again with
+        # exit_on_error on, it fails the same way and raises the reason.
+        server.stop(exit_timeout_s=0)
+        c_options.set_exit_on_error(True)
+        return _bindings.Server(c_options)
+
+    def _load_after_start(self, server: _bindings.Server, later: LoadPlan) -> None:
+        def load(item: tuple[str, Optional[dict[str, Any]]]) -> Optional[str]:
+            try:
+                self._load_explained(server, item[0], item[1], None)
+                return None
+            except TritonError as e:
+                return str(e)
+
+        # The models in parallel, as the core loads its startup models; then
+        # the ensembles, one by one: loaded first, they would load the models
+        # they use as the repository has them.
+        ensembles = {name for name, _ in later
+                     if instances.is_ensemble(self._model_dirs(name), name)}
+        first = [item for item in later if item[0] not in ensembles]
+        rest = [item for item in later if item[0] in ensembles]
+        threads = max(1, min(len(first), self.core_options.model_load_thread_count or 1))
+        with ThreadPoolExecutor(threads, thread_name_prefix="tritonserver-load") as pool:
+            errors = list(pool.map(load, first)) + [load(item) for item in rest]
+        self.startup_failures = {name: why for (name, _), why in zip(first + rest, errors)
+                                 if why is not None}
+
+    def _check_polled_models(self, server: _bindings.Server) -> None:
+        """POLL mode: the models the core failed to load at start, with why."""
+        for entry in json.loads(server.model_index(0)):
+            name = entry["name"]
+            if entry.get("state") == "READY" or name in self.startup_failures:
+                continue
+            self.startup_failures[name] = entry.get("reason") or (
+                f"failed to load '{name}', {load_reasons.POLL_FAILURE}: "
+                + self._explain(name, None))
+
+    # ---- Loads and repositories -------------------------------------------------------
+
+    def load(self, server: _bindings.Server, name: str,
+             parameters: Optional[dict[str, Any]]) -> None:
+        """Load (or reload) `name` as Server.load does."""
+        self.require_model_control()
+        python_stub.check_model_loadable(self._core, self.core_options, name, parameters)
+        asked = parameters
+        parameters = self._one_instance(name, parameters) or parameters
+        serving = _serving(server, name)
+        with self._loads_lock:
+            self._loads += 1
+        try:
+            self._load_explained(server, name, parameters, asked)
+        except TritonError:
+            # A reload that fails while a version serves leaves the core an
+            # entry that its stop waits on (docs/reliability.md).
+            self._failed_reloads += serving
+            raise
+        finally:
+            with self._loads_lock:
+                self._loads -= 1
+        if serving:  # the version it replaced is deleted on a core thread
+            self._last_reload = time.monotonic()
+
+    def registered(self, path: str, name_mapping: Optional[dict[str, str]]) -> None:
+        """A repository registered since start (its models' folders)."""
+        self._registered.append((path, dict(name_mapping or {})))
+
+    def unregistered(self, path: str) -> None:
+        self._registered = [(p, m) for p, m in self._registered if p != path]
+
+    def require_model_control(self, what: str = "") -> None:
+        """What the core refuses in NONE mode (it runs in EXPLICIT mode)."""
+        if ModelControlMode(self.asked.model_control_mode) != ModelControlMode.NONE:
+            return
+        if what:
+            raise UnsupportedError(f"{what} is not allowed if model control mode is not EXPLICIT")
+        raise UnavailableError("explicit model load / unload is not allowed if polling is enabled")
+
+    def _load_explained(self, server: _bindings.Server, name: str,
+                        parameters: Optional[dict[str, Any]],
+                        asked: Optional[dict[str, Any]]) -> None:
+        """Load with the core's error, and the reason where it gives none."""
+        try:
+            server.load_model(name, parameters)
+        except TritonError as e:
+            if load_reasons.POLL_FAILURE not in str(e):
+                raise
+            raise type(e)(load_reasons.with_reason(str(e), self._explain(name, asked))) \
+                from None
+        except RuntimeError as e:
+            # A C++ exception the 2.51 core let out of its C API (a "file:"
+            # parameter whose name the file system refuses: "File name too
+            # long"); pybind11 makes it a RuntimeError. Triton answers INTERNAL.
+            raise InternalError(f"failed to load '{name}': {e}") from None
+
+    def _explain(self, name: str, parameters: Optional[dict[str, Any]]) -> str:
+        options = self.core_options
+        return load_reasons.explain(
+            name, self._model_dirs(name), options._repositories()
+            + [path for path, _ in self._registered], parameters,
+            strict=bool(options.strict_model_config), namespacing=bool(options.model_namespacing))
+
+    def _one_instance(self, name: str,
+                      parameters: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        """Load parameters giving `name` one core instance (or None)."""
+        options = self.core_options
+        if options.model_control_mode == ModelControlMode.POLL:
+            return None
+        return instances.load_parameters(
+            self._model_dirs(name), [str(options.backend_directory)], name,
+            parameters, autocomplete=not options.strict_model_config)
+
+    def _model_dirs(self, name: str) -> list[str]:
+        dirs = [os.path.join(repo, name) for repo in self.core_options._repositories()]
+        for path, mapping in self._registered:
+            dirs += [os.path.join(path, sub) for sub, model in mapping.items() if model == name]
+            if name not in mapping.values():
+                dirs.append(os.path.join(path, name))
+        return dirs
+
+    # ---- Stop ---------------------------------------------------------------------------
+
+    def stop(self, server: _bindings.Server) -> None:
+        """Stop the core server: every model unloaded and no request left
+        first where the core runs in EXPLICIT mode. UnavailableError when
+        work still ran at the exit timeout (the server is kept, and freed
+        at interpreter exit: tritonserver._control.teardown)."""
+        try:
+            gone = self._unload_all(server)
+            if gone is None:  # POLL mode: the core unloads and waits itself
+                server.stop()
+            elif gone:  # nothing left to wait for, but a failed reload's stale entry
+                self._wait_for_replaced_models()
+                server.stop(models_gone=True,
+                            exit_timeout_s=0 if self._failed_reloads else None)
+            else:  # the exit timeout is spent already: the core gives up at once
+                server.stop(exit_timeout_s=0)
+        except UnavailableError:
+            teardown.finish_at_exit(self.asked.exit_timeout)  # the work goes on meanwhile
+            raise
+
+    def _wait_for_replaced_models(self) -> None:
+        """Core 2.51 deletes a model version that a reload replaced in a
+        detached thread of its own, which nothing reports the end of; its own
+        stop waits at least a second once any model was live. So a stop soon
+        after a reload waits until that second has passed. Any other waits a
+        few milliseconds: the thread that deleted an unloaded model still
+        updates the core's bookkeeping just after the model shows as gone."""
+        time.sleep(max(self._last_reload + REPLACED_MODEL_GRACE_S - time.monotonic(), 0.005))
+
+    def _unload_all(self, server: _bindings.Server) -> Optional[bool]:
+        """Unloads every model (EXPLICIT core only) and waits, up to the exit
+        timeout, until none is left and no request is in flight; returns
+        whether that happened (then the core's stop has nothing to wait
+        for), or None when the core must do it (POLL mode, or the index
+        cannot be read)."""
+        options = self.core_options
+        if options.model_control_mode != ModelControlMode.EXPLICIT:
+            return None
+        deadline = time.monotonic() + options.exit_timeout
+        live = ("READY", "LOADING", "UNLOADING")
+        try:
+            for entry in json.loads(server.model_index(0)):
+                if entry.get("state") in live:
+                    server.unload_model(entry["name"], False)
+            pause = 0.001
+            while True:
+                with self._loads_lock:
+                    loading = self._loads
+                if not loading and server.in_flight() == 0 and not any(
+                        e.get("state") in live for e in json.loads(server.model_index(0))):
+                    return True
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+        except TritonError:
+            return None
+
+
+def _serving(server: _bindings.Server, name: str) -> bool:
+    try:
+        return bool(server.model_is_ready(name, -1))
+    except TritonError:
+        return False

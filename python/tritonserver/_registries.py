@@ -1,0 +1,47 @@
+"""What a Server shares with everything that serves it: its trace settings
+(tritonserver._trace) and its shared memory regions
+(tritonserver._shared_memory), each made at first use. The in-process
+request path reads them here; the frontends and the serve command are
+handed them by tritonserver._server's functions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from tritonserver._shared_memory import SharedMemoryRegistry
+    from tritonserver._trace import Tracing
+
+
+class Registries:
+    __slots__ = ("_tracing", "_shared_memory")
+
+    def __init__(self) -> None:
+        self._tracing: Optional[Tracing] = None
+        self._shared_memory: Optional[SharedMemoryRegistry] = None
+
+    def tracing(self) -> "Tracing":
+        if self._tracing is None:
+            from tritonserver._trace import Tracing
+
+            self._tracing = Tracing()
+        return self._tracing
+
+    def active_tracing(self) -> Optional["Tracing"]:
+        """The trace settings when they may sample a request (asked on every
+        request: nothing is made here)."""
+        tracing = self._tracing
+        return tracing if tracing is not None and tracing.active else None
+
+    def close_tracing(self) -> None:
+        """Finish every trace (the settings end with the server)."""
+        tracing, self._tracing = self._tracing, None
+        if tracing is not None:
+            tracing.close()
+
+    def shared_memory(self) -> "SharedMemoryRegistry":
+        if self._shared_memory is None:
+            from tritonserver._shared_memory import SharedMemoryRegistry
+
+            self._shared_memory = SharedMemoryRegistry()
+        return self._shared_memory
