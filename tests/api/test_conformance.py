@@ -254,7 +254,7 @@ def test_hidden_gpus_count_as_none(monkeypatch, visible):
 
 
 def test_python_backend_refusal_says_how_to_run_in_process(monkeypatch):
-    from tritonserver import _runtime
+    from tritonserver._control import python_stub as _runtime
     from tritonserver._core.stub_env import StubEnv
 
     server = start_server(model_repository=os.path.join(TESTS_DIR, "models"),
@@ -291,7 +291,7 @@ def test_python_backend_refusal_reads_the_repository_as_the_core_does(monkeypatc
     """On disk, as in a load call: a config.pbtxt naming no backend and no
     platform, beside a model.py, runs on the python backend (the core fills
     the backend in), so it is refused too; one naming another backend is not."""
-    from tritonserver import _runtime
+    from tritonserver._control import python_stub as _runtime
     from tritonserver._core.stub_env import StubEnv
 
     io = ('input [{ name: "X" data_type: TYPE_FP32 dims: [-1] }]\n'

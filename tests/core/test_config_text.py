@@ -51,7 +51,7 @@ def model_config_class() -> Any:
     """inference.ModelConfig, built as the frontends build it (loaded from its
     file, so the frontends' optional dependencies are not needed)."""
     spec = importlib.util.spec_from_file_location("_test_config_text_protos",
-                                                  package_file("frontends", "_protos.py"))
+                                                  package_file("frontends", "grpc", "protos.py"))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

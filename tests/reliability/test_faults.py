@@ -167,7 +167,7 @@ STUB_KILL = textwrap.dedent("""
     import os, signal, time
     import numpy as np
     import tritonserver
-    from tritonserver import _runtime
+    from tritonserver._control import teardown as _runtime
 
     s = tritonserver.Server(model_repository={repo!r}, exit_timeout=3,
                             log_error=False).start(wait_until_ready=True, timeout=60)

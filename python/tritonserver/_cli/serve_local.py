@@ -14,10 +14,14 @@ import threading
 import time
 from typing import Any, Optional
 
+import tritonserver
 from tritonserver._control.load_reasons import failure_lines
 from tritonserver._cli.serve_flags import (COMPRESSION_LEVELS, Signals, end_process, say,
                                         server_options)
 from tritonserver._server import startup_failures, tracing_of
+# Imported here, not when serving starts: without the serve extra this
+# module's import fails, saying how to install it (tritonserver._cli.serve).
+from tritonserver.frontends import KServeGrpc, KServeHttp, Metrics
 from tritonserver._cli.trace_flags import DEPRECATED_FLAGS, deprecation_warnings, start_settings
 
 
@@ -42,9 +46,6 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None,
     """Serve until a signal; ``end_process``: the process ends when serving
     does (the command line), so the time the stop took is measured to the
     end (see tritonserver._cli.serve_flags.end_process)."""
-    import tritonserver
-    from tritonserver.frontends import KServeGrpc, KServeHttp, Metrics
-
     try:
         options = server_options(args)
         deprecated = {key: getattr(args, key) for key in DEPRECATED_FLAGS}
