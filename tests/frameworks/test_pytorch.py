@@ -1,9 +1,13 @@
-"""TorchScript models run as Triton's pytorch backend runs them on CPU:
-results equal to the module run directly with torch, batches of the dynamic
-batcher in one run, instances in parallel (libtorch releases the GIL), a
-Dict[str, Tensor] input, strings as List[str], every data type, sequence
-controls and implicit state, the parameters; results of the wrong kind or
-type fail the requests, never the server."""
+"""What the pytorch backend alone does (python/tritonserver/_torch), as
+Triton's does: no auto-complete, its three naming conventions, sequence
+control and state names, the data types it refuses, forward() signatures
+it cannot feed, bad parameters (each failing the load with Triton's text,
+never the server); results equal to the module run directly with torch,
+scripted or traced, a Dict[str, Tensor] input, strings as List[str],
+sequence controls and implicit state, the parameters, a model saved on a
+GPU; results of the wrong kind or type fail the requests, never the
+server. Shared with the other frameworks: test_loading.py,
+test_execution.py."""
 
 from __future__ import annotations
 
@@ -14,15 +18,212 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
 
 import tritonserver
 from conftest import start_server, stop_within
-from parallel_runs import all_at_once, batched, overlapping
-from pytorch_backend import models
+from frameworks.conftest import refused
+
+torch = pytest.importorskip("torch")
+
+from frameworks import models_torch as models  # noqa: E402
 
 EXPLICIT = tritonserver.ModelControlMode.EXPLICIT
 START, END = 1, 2  # request flags
+
+ADD_SUB = """
+{naming}
+max_batch_size: 8
+input [ {{ name: "{a}" data_type: TYPE_FP32 dims: [ 4 ] }},
+        {{ name: "{b}" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "{total}" data_type: TYPE_FP32 dims: [ 4 ] }},
+         {{ name: "{diff}" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+"""
+
+
+def add_sub_config(naming: str = 'backend: "pytorch"', a: str = "a", b: str = "b",
+                   total: str = "SUM__0", diff: str = "DIFF__1") -> str:
+    return ADD_SUB.format(naming=naming, a=a, b=b, total=total, diff=diff)
+
+
+def add_sub_works(model: tritonserver.Model, names=("a", "b"), outputs=("SUM__0", "DIFF__1"),
+                  batch: int = 2) -> None:
+    a = np.arange(4 * batch, dtype=np.float32).reshape(batch, 4)
+    b = np.full((batch, 4), 0.5, np.float32)
+    out = next(model.infer(inputs={names[0]: a, names[1]: b})).outputs
+    np.testing.assert_array_equal(np.from_dlpack(out[outputs[0]]), a + b)
+    np.testing.assert_array_equal(np.from_dlpack(out[outputs[1]]), a - b)
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["auto-complete-allowed", "strict"])
+def test_no_configuration_is_not_completed(tmp_path, caplog, strict):
+    """Triton's pytorch backend completes nothing: a model.pt alone fails to
+    load, saying the configuration lists no inputs."""
+    models.write(str(tmp_path), "bare", models.script(models.AddSub()))
+    s = start_server(model_repository=str(tmp_path), model_control_mode=EXPLICIT,
+                     strict_model_config=strict)
+    try:
+        with caplog.at_level(logging.WARNING, logger="tritonserver.pytorch"):
+            text = refused(s, "bare")
+        if strict:  # the core's own refusal: no config.pbtxt
+            assert "config.pbtxt" in text and "strict_model_config=False" in text
+        else:
+            assert "model configuration must contain at least one input, none were " \
+                   "specified." in text
+        said = "skipping model configuration auto-complete for 'bare': not supported for " \
+               "pytorch backend"
+        assert (said in caplog.text) is not strict
+        models.write(str(tmp_path), "good", models.script(models.AddSub()), add_sub_config())
+        s.load("good")
+        add_sub_works(s.model("good"))
+    finally:
+        stop_within(s)
+
+
+def test_outputs_must_be_listed(explicit):
+    s, repo = explicit
+    models.write(repo, "no_outputs", models.script(models.Identity()), """
+backend: "pytorch"
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] } ]
+""")
+    assert "model configuration must contain at least one output, none were specified." \
+        in refused(s, "no_outputs")
+
+
+@pytest.mark.parametrize("inputs,outputs,warned", [
+    (("a", "b"), ("SUM__0", "DIFF__1"), []),  # forward() argument names
+    (("INPUT__0", "INPUT__1"), ("OUTPUT__0", "OUTPUT__1"), []),  # <name>__<index>
+    (("X", "Y"), ("SUM", "DIFF"), ["input 'X'", "output 'SUM'"]),  # configuration order
+    (("a", "B__x"), ("SUM__0", "DIFF__one"), ["input 'a'", "output 'DIFF__one'"]),
+], ids=["forward-arguments", "named-index", "strict-order", "bad-index"])
+def test_naming_conventions(explicit, caplog, inputs, outputs, warned):
+    s, repo = explicit
+    models.write(repo, "named", models.script(models.AddSub()),
+                 add_sub_config(a=inputs[0], b=inputs[1], total=outputs[0], diff=outputs[1]))
+    with caplog.at_level(logging.WARNING, logger="tritonserver.pytorch"):
+        s.load("named")
+    add_sub_works(s.model("named"), inputs, outputs)
+    fallbacks = [r.getMessage() for r in caplog.records
+                 if r.name.startswith("tritonserver") and "Falling back" in r.getMessage()]
+    assert len(fallbacks) == len(warned), fallbacks
+    for said, expected in zip(fallbacks, warned):
+        assert said.startswith(expected) and "model 'named'" in said
+        assert "Falling back to enforcing strict ordering from model configuration." in said
+
+
+def test_named_indices_bind_by_index_not_by_order(explicit):
+    """INPUT__1 listed first still feeds forward()'s second argument; the
+    outputs likewise come from the result their index names."""
+    s, repo = explicit
+    models.write(repo, "swapped", models.script(models.AddSub()), add_sub_config(
+        a="INPUT__1", b="INPUT__0", total="OUTPUT__1", diff="OUTPUT__0"))
+    s.load("swapped")
+    a, b = np.full((1, 4), 3.0, np.float32), np.full((1, 4), 1.0, np.float32)
+    out = next(s.model("swapped").infer(inputs={"INPUT__0": a, "INPUT__1": b})).outputs
+    assert np.from_dlpack(out["OUTPUT__0"]).tolist() == [[4.0] * 4]  # a + b
+    assert np.from_dlpack(out["OUTPUT__1"]).tolist() == [[2.0] * 4]  # a - b
+
+
+SEQUENCE = """
+backend: "pytorch"
+max_batch_size: 4
+sequence_batching {{
+  control_input [
+    {{ name: "{start}" control [ {{ kind: CONTROL_SEQUENCE_START fp32_false_true: [ 0, 1 ] }} ] }},
+    {{ name: "READY__2" control [ {{ kind: CONTROL_SEQUENCE_READY fp32_false_true: [ 0, 1 ] }} ] }}
+  ]
+}}
+input [ {{ name: "{x}" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "y__0" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+"""
+
+STATE = """
+backend: "pytorch"
+max_batch_size: 4
+sequence_batching {{
+  state [ {{ input_name: "{state_in}" output_name: "{state_out}" data_type: TYPE_FP32
+            dims: [ 1 ] initial_state {{ data_type: TYPE_FP32 dims: [ 1 ] zero_data: true
+                                         name: "zero" }} }} ]
+}}
+input [ {{ name: "{x}" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+"""
+
+
+@pytest.mark.parametrize("module,config,message", [
+    (models.Gated, SEQUENCE.format(start="START", x="x__0"),
+     "input 'START' does not follow <name>__<index> naming convention."),
+    (models.RunningSum, STATE.format(state_in="STATE__1", state_out="STATE_OUT__1", x="x"),
+     "PyTorch model 'seq' is using sequence batching with state but not all inputs and "
+     "outputs follow the <name>__<index> naming convention."),
+    (models.RunningSum, STATE.format(state_in="STATE", state_out="STATE_OUT__1", x="x__0"),
+     "PyTorch model 'seq' is using sequence batching with state but state 'STATE' does not "
+     "follow the <name>__<index> naming convention."),
+], ids=["control", "inputs-with-state", "state"])
+def test_sequence_tensors_need_named_indices(explicit, module, config, message):
+    s, repo = explicit
+    models.write(repo, "seq", models.script(module()), config)
+    assert message in refused(s, "seq")
+
+
+@pytest.mark.parametrize("config_type", ["TYPE_UINT16", "TYPE_UINT32", "TYPE_UINT64",
+                                         "TYPE_BF16"])
+@pytest.mark.parametrize("kind", ["input", "output"])
+def test_types_torch_lacks_are_refused(explicit, config_type, kind):
+    s, repo = explicit
+    types = {"input": "TYPE_FP32", "output": "TYPE_FP32", kind: config_type}
+    models.write(repo, "typed", models.script(models.Identity()), f"""
+backend: "pytorch"
+input [ {{ name: "x" data_type: {types["input"]} dims: [ 4 ] }} ]
+output [ {{ name: "y__0" data_type: {types["output"]} dims: [ 4 ] }} ]
+""")
+    name = "x" if kind == "input" else "y__0"
+    assert f"unsupported datatype {config_type} for {kind} '{name}' for model 'typed'" \
+        in refused(s, "typed")
+
+
+@pytest.mark.parametrize("batching,dims", [(True, "[ 2 ]"), (False, "[ 2, 2 ]")],
+                         ids=["batched", "two-dims"])
+def test_strings_are_one_dimensional(explicit, batching, dims):
+    s, repo = explicit
+    models.write(repo, "words", models.script(models.Words()), f"""
+backend: "pytorch"
+max_batch_size: {4 if batching else 0}
+input [ {{ name: "words" data_type: TYPE_STRING dims: {dims} }} ]
+output [ {{ name: "OUT__0" data_type: TYPE_STRING dims: [ -1 ] }},
+         {{ name: "LEN__1" data_type: TYPE_INT64 dims: [ -1 ] }} ]
+""")
+    assert "Triton only supports 1 dimensional List of String as input for 'words' for " \
+           "model 'words'" in refused(s, "words")
+
+
+@pytest.mark.parametrize("module,message", [
+    (models.TakesAnInt, "An input of type 'int' was detected in the model. Only a single input "
+                        "of type Dict(str, Tensor) or input(s) of type Tensor are supported."),
+    (models.TwoDicts, "Multiple inputs of kind DictType were detected. Only a single input of "
+                      "type Dict(str, Tensor) is supported."),
+], ids=["int-argument", "two-dicts"])
+def test_forward_arguments_it_cannot_feed(explicit, module, message):
+    s, repo = explicit
+    models.write(repo, "args", models.script(module()), """
+backend: "pytorch"
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] },
+        { name: "n" data_type: TYPE_INT64 dims: [ 1 ] } ]
+output [ { name: "y__0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+""")
+    assert message in refused(s, "args")
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("INFERENCE_MODE", "maybe", "parameter INFERENCE_MODE: failed to convert 'maybe'"),
+    ("ENABLE_CACHE_CLEANING", "x", "parameter ENABLE_CACHE_CLEANING"),
+    ("INTRA_OP_THREAD_COUNT", "many", "parameter INTRA_OP_THREAD_COUNT"),
+])
+def test_bad_parameters_fail_the_load(explicit, key, value, message):
+    s, repo = explicit
+    models.write(repo, "params", models.script(models.AddSub()), add_sub_config() +
+                 f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}')
+    assert message in refused(s, "params")
+
 
 CNN = """
 backend: "pytorch"
@@ -30,12 +231,6 @@ max_batch_size: 8
 input [ { name: "image" data_type: TYPE_FP32 dims: [ 3, 32, 32 ] } ]
 output [ { name: "LOGITS__0" data_type: TYPE_FP32 dims: [ 10 ] } ]
 """
-
-IDENTITIES = 'backend: "pytorch"\ninput [ %s ]\noutput [ %s ]\n' % (
-    ", ".join(f'{{ name: "IN_{t[5:]}" data_type: {t} dims: [ -1 ] }}'
-              for t in list(models.TYPES) + ["TYPE_STRING"]),
-    ", ".join(f'{{ name: "OUT_{t[5:]}__{i}" data_type: {t} dims: [ -1 ] }}'
-              for i, t in enumerate(list(models.TYPES) + ["TYPE_STRING"])))
 
 ONE_IN_ONE_OUT = """
 backend: "pytorch"
@@ -76,13 +271,6 @@ backend: "pytorch"
 input [ { name: "words" data_type: TYPE_STRING dims: [ -1 ] } ]
 output [ { name: "SHOUTED__0" data_type: TYPE_STRING dims: [ -1 ] },
          { name: "LENGTHS__1" data_type: TYPE_INT64 dims: [ -1 ] } ]
-""")
-    models.write(root, "identities", models.script(models.Identities()), IDENTITIES)
-    models.write(root, "slow", models.script(models.Slow()), """
-backend: "pytorch"
-input [ { name: "x" data_type: TYPE_FP32 dims: [ -1, -1 ] } ]
-output [ { name: "y__0" data_type: TYPE_FP32 dims: [ -1, -1 ] } ]
-instance_group [ { kind: KIND_CPU count: 2 } ]
 """)
     for name, module in (("dict_output", models.DictOutput()), ("list_output",
                          models.TensorList()), ("scalar", models.Scalar()),
@@ -140,17 +328,6 @@ def test_a_cnn_answers_what_torch_answers(server, cnn, name):
                                atol=1e-6)
 
 
-def test_requests_batched_by_the_dynamic_batcher_run_together(server):
-    model = server.model("add_sub")
-    before = model.statistics()["model_stats"][0]
-    feeds = [{"a": np.full((1, 4), i, np.float32),
-              "b": np.full((1, 4), 1, np.float32)} for i in range(12)]
-    for i, out in enumerate(all_at_once(model, feeds)):
-        assert out["SUM__0"].tolist() == [[i + 1.0] * 4]
-        assert out["DIFF__1"].tolist() == [[i - 1.0] * 4]
-    batched(model, before, 12)  # some requests shared a run
-
-
 def test_a_dict_input_takes_every_input_by_name(server):
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     y = np.full((2, 3), 0.5, np.float32)
@@ -168,40 +345,6 @@ def test_strings_in_and_out(server):
     with pytest.raises(tritonserver.InvalidArgumentError, match="UTF-8"):
         list(server.model("words").infer(inputs={"words": np.array([b"\xff"], dtype=object)}))
     assert server.live()
-
-
-def test_every_data_type_round_trips(server):
-    rng = np.random.default_rng(7)
-    inputs = {}
-    for config_type, dtype in models.TYPES.items():
-        numpy_type = torch.empty(0, dtype=dtype).numpy().dtype
-        values = rng.integers(0, 2, 5) if config_type == "TYPE_BOOL" else rng.random(5) * 100
-        inputs["IN_" + config_type[5:]] = values.astype(numpy_type)
-    inputs["IN_STRING"] = np.array(["a", "\u00e9t\u00e9", "x" * 300], dtype=object)
-    out = next(server.model("identities").infer(inputs=inputs)).outputs
-    assert len(out) == len(inputs)
-    for index, (name, value) in enumerate(inputs.items()):
-        tensor = out[f"OUT_{name[3:]}__{index}"]
-        if value.dtype == object:
-            assert tensor.to_bytes_array().tolist() == [v.encode() for v in value]
-        else:
-            got = np.from_dlpack(tensor)
-            assert got.dtype == value.dtype
-            np.testing.assert_array_equal(got, value)
-
-
-def test_instances_run_in_parallel_with_the_gil_free(server):
-    """Two instances, two long runs at once: they overlap (they end close
-    together, where one after the other they would end a whole run apart),
-    and a Python thread keeps ticking while they run (libtorch releases the
-    GIL)."""
-    model = server.model("slow")
-    x = np.ones((384, 384), np.float32)
-    for _ in range(2):
-        next(model.infer(inputs={"x": x}))  # warm up
-    for y in overlapping(model, {"x": x}, "y__0").outputs:
-        np.testing.assert_allclose(np.from_dlpack(y), 1.0, rtol=1e-4)
-    assert model.config()["instance_group"][0]["count"] == 2
 
 
 @pytest.mark.parametrize("name,message", [

@@ -11,7 +11,11 @@ import pytest
 
 import tritonserver
 from conftest import start_server, stop_within
-from onnx_backend import models
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from frameworks import models_onnx as models  # noqa: E402
 
 EXPLICIT = tritonserver.ModelControlMode.EXPLICIT
 

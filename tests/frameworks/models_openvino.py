@@ -1,5 +1,5 @@
 """OpenVINO models for the tests: ONNX models built with the onnx package
-(onnx_backend.models), converted by OpenVINO's own converter and saved as
+(models_onnx), converted by OpenVINO's own converter and saved as
 model.xml + model.bin (no files in the repository)."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import onnx
 import openvino as ov
 from onnx import TensorProto, helper
 
-from onnx_backend import models as onnx_models
+from frameworks import models_onnx as onnx_models
 
 add_sub = onnx_models.add_sub
+scaled = onnx_models.scaled
 
 
 def slow() -> onnx.ModelProto:
@@ -63,15 +64,16 @@ def convert(model: onnx.ModelProto, batch_layout: bool = False) -> ov.Model:
 
 
 def write(repo: str, name: str, model: onnx.ModelProto, config: Optional[str] = None,
-          version: int = 1, batch_layout: bool = False, onnx_file: Optional[str] = None) -> str:
-    """<repo>/<name>/<version>/model.xml + model.bin (or the ONNX file
+          version: int = 1, batch_layout: bool = False, onnx_file: Optional[str] = None,
+          filename: str = "model.xml") -> str:
+    """<repo>/<name>/<version>/<filename> + its .bin (or the ONNX file
     itself as `onnx_file`), and config.pbtxt when given."""
     folder = os.path.join(repo, name, str(version))
     os.makedirs(folder, exist_ok=True)
     if onnx_file:
         onnx.save(model, os.path.join(folder, onnx_file))
     else:
-        ov.save_model(convert(model, batch_layout), os.path.join(folder, "model.xml"))
+        ov.save_model(convert(model, batch_layout), os.path.join(folder, filename))
     if config is not None:
         with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
             f.write(config)

@@ -16,7 +16,11 @@ import pytest
 
 import tritonserver
 from conftest import start_server, stats_when, stop_within
-from onnx_backend import models
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from frameworks import models_onnx as models  # noqa: E402
 
 EXPLICIT = tritonserver.ModelControlMode.EXPLICIT
 START, END = 1, 2  # TRITONSERVER_REQUEST_FLAG_SEQUENCE_START / _END (request flags)

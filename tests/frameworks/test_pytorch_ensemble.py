@@ -8,11 +8,16 @@ import os
 import textwrap
 
 import numpy as np
-import torch
+import pytest
 
 from conftest import start_server, stats_when, stop_within
-from onnx_backend import models as onnx_models
-from pytorch_backend import models
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from frameworks import models_onnx as onnx_models  # noqa: E402
+from frameworks import models_torch as models  # noqa: E402
 
 TORCH_CONFIG = """
 backend: "pytorch"

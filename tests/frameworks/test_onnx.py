@@ -1,8 +1,11 @@
-"""ONNX models run as Triton's ONNX Runtime backend runs them on CPU: batches
-of the dynamic batcher in one run, instances in parallel (the GIL is free
-while ONNX Runtime runs), only the requested outputs, the session settings
-of the configuration, every data type, and errors that fail requests, never
-the server; unloading frees the sessions."""
+"""What the onnxruntime backend alone does (python/tritonserver/_onnx):
+auto-complete (with strict_model_config=False) that completes and never
+contradicts, the default batch limit and how to raise it, a folder with
+external-data weights, strict checks that name the mismatch, the session
+settings of the configuration, accelerators and parameters it cannot
+honour, bad requests and errors inside run that fail requests, never the
+server, and unloading that frees the sessions. Shared with the other
+frameworks: test_loading.py, test_execution.py."""
 
 from __future__ import annotations
 
@@ -14,10 +17,22 @@ import pytest
 
 import tritonserver
 from conftest import start_server, stop_within
-from onnx_backend import models
-from parallel_runs import all_at_once, batched, overlapping
+from frameworks.conftest import FRAMEWORKS, add_sub_works as works, typed_values
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from frameworks import models_onnx as models  # noqa: E402
 
 EXPLICIT = tritonserver.ModelControlMode.EXPLICIT
+ONNX = FRAMEWORKS["onnxruntime"]
+# One instance where a load fails beside a loaded model (models.ONE_INSTANCE).
+ONE_INSTANCE = models.ONE_INSTANCE
+ADD_SUB_CONFIG = ONNX.add_sub_config(ONNX.naming("platform"))
+
+
+def add_sub_works(model: tritonserver.Model, batch: int = 2) -> None:
+    works(ONNX, model, rows=batch)
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +49,6 @@ output [ { name: "SUM" data_type: TYPE_FP32 dims: [ 4 ] },
 """)
     models.write(root, "identities", models.identities())  # auto-completed
     models.write(root, "reshaper", models.reshaper())
-    models.write(root, "slow", models.slow(), """
-platform: "onnxruntime_onnx"
-instance_group [ { kind: KIND_CPU count: 2 } ]
-parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
-""")
     return root
 
 
@@ -49,80 +59,97 @@ def server(repo):
     stop_within(s)
 
 
-def test_requests_batched_by_the_dynamic_batcher_run_together(server):
-    model = server.model("add_sub")
-    before = model.statistics()["model_stats"][0]
-    feeds = [{"A": np.full((1, 4), i, np.float32),
-              "B": np.full((1, 4), i, np.float32)} for i in range(12)]
-    for i, out in enumerate(all_at_once(model, feeds)):
-        assert out["SUM"].tolist() == [[2.0 * i] * 4]
-        assert out["DIFF"].tolist() == [[0.0] * 4]
-    batched(model, before, 12)  # some requests shared a run
+def test_a_folder_with_external_data(explicit):
+    s, repo = explicit
+    models.write(repo, "external", models.scaled(5.0, size=1024), external_data=True)
+    assert os.path.isfile(os.path.join(repo, "external", "1", "model.onnx", "weights.bin"))
+    s.load("external")
+    out = next(s.model("external").infer(inputs={"X": np.ones((2, 1024), np.float32)}))
+    assert np.from_dlpack(out.outputs["Y"]).tolist() == [[5.0] * 1024] * 2
 
 
-def test_only_the_requested_outputs_reach_the_model(server):
-    """tritonclient names the outputs it wants: the request carries them to
-    the model (ONNX Runtime is asked for those only), the answer holds them."""
-    import tritonclient.http as httpclient
-
-    from tritonserver.frontends import KServeHttp
-
-    a = np.ones((1, 4), np.float32)
-    with KServeHttp(server, KServeHttp.Options(port=0)) as frontend:
-        client = httpclient.InferenceServerClient(frontend.url)
-        inputs = [httpclient.InferInput(n, [1, 4], "FP32") for n in ("A", "B")]
-        for tensor in inputs:
-            tensor.set_data_from_numpy(a)
-        result = client.infer("add_sub", inputs,
-                              outputs=[httpclient.InferRequestedOutput("DIFF")])
-        assert result.as_numpy("DIFF").tolist() == [[0.0] * 4]
-        assert result.as_numpy("SUM") is None
-        client.close()
+def test_auto_complete_from_the_model_alone(explicit):
+    s, repo = explicit
+    models.write(repo, "bare", models.add_sub())  # 1/model.onnx, no config.pbtxt
+    s.load("bare")
+    config = s.model("bare").config()
+    assert config["platform"] == "onnxruntime_onnx" and config["backend"] == "onnxruntime"
+    assert config["max_batch_size"] == 4 and "dynamic_batching" in config
+    tensors = {t["name"]: (t["data_type"], [int(d) for d in t["dims"]])
+               for t in config["input"] + config["output"]}
+    assert tensors == {n: ("TYPE_FP32", [4]) for n in ("A", "B", "SUM", "DIFF")}
+    add_sub_works(s.model("bare"), batch=3)
 
 
-def identity_inputs() -> dict:
-    """One [2, 3] value of each type, for the identities model."""
-    rng = np.random.default_rng(7)
-    inputs = {}
-    for config_type in models.TYPES:
-        suffix = config_type[len("TYPE_"):]
-        if config_type == "TYPE_STRING":
-            value = np.array([["a", "h\u00e9llo", ""], ["x" * 300, "z", "\u00e9t\u00e9"]],
-                             dtype=object)
-        elif config_type == "TYPE_BOOL":
-            value = rng.integers(0, 2, (2, 3)).astype(bool)
-        else:
-            dtype = tritonserver._datatypes.to_numpy_dtype(
-                tritonserver._datatypes.from_config_name(config_type))
-            value = (rng.random((2, 3)) * 100).astype(dtype)
-        inputs[f"IN_{suffix}"] = value
-    return inputs
+def test_the_default_batch_limit_says_how_to_raise_it(explicit, caplog):
+    s, repo = explicit
+    models.write(repo, "bare_limit", models.add_sub())
+    with caplog.at_level(logging.WARNING, logger="tritonserver.onnxruntime"):
+        s.load("bare_limit")
+    said = caplog.text
+    assert "model 'bare_limit': max_batch_size set to 4" in said
+    assert "a request of more than 4 rows is refused" in said
+    assert "--backend-config=onnxruntime,default-max-batch-size=N" in said
+    assert "backend_configuration={'onnxruntime': {'default-max-batch-size': 'N'}}" in said
+    rows = np.ones((5, 4), np.float32)
+    # Triton's own text for the request, unchanged: clients read it.
+    with pytest.raises(tritonserver.InvalidArgumentError,
+                       match="inference request batch-size must be <= 4"):
+        list(s.model("bare_limit").infer(inputs={"A": rows, "B": rows}))
+    assert s.live()
 
 
-def test_every_data_type_round_trips(server):
-    inputs = identity_inputs()
-    out = next(server.model("identities").infer(inputs=inputs)).outputs
-    assert len(out) == len(models.TYPES)
-    for name, value in inputs.items():
-        tensor = out["OUT_" + name[len("IN_"):]]
-        if value.dtype == object:
-            assert tensor.to_bytes_array().tolist() == [[v.encode() for v in row] for row in value]
-        else:
-            got = np.from_dlpack(tensor)
-            assert got.dtype == value.dtype
-            np.testing.assert_array_equal(got, value)
+def test_auto_complete_keeps_what_the_config_says(explicit):
+    s, repo = explicit
+    models.write(repo, "partial", models.add_sub(), 'max_batch_size: 16\n'
+                 'input [ { name: "A" data_type: TYPE_FP32 dims: [ 4 ] },'
+                 '        { name: "B" data_type: TYPE_FP32 dims: [ 4 ] } ]')
+    s.load("partial")
+    config = s.model("partial").config()
+    assert config["max_batch_size"] == 16  # kept
+    assert sorted(o["name"] for o in config["output"]) == ["DIFF", "SUM"]  # completed
+    add_sub_works(s.model("partial"), batch=9)
 
 
-def test_instances_run_in_parallel_with_the_gil_free(server):
-    """Two instances, two long runs at once: they overlap, and a Python
-    thread keeps ticking while they run (ONNX Runtime releases the GIL)."""
-    model = server.model("slow")
-    x = np.ones((512, 512), np.float32)
-    next(model.infer(inputs={"X": x}))  # warm both paths up
-    for y in overlapping(model, {"X": x}, "Y").outputs:
-        np.testing.assert_allclose(np.from_dlpack(y), 1.0, rtol=1e-4)
-    stats = model.statistics()["model_stats"][0]
-    assert stats["execution_count"] >= 3
+def test_a_fixed_first_dimension_is_not_batched(explicit):
+    s, repo = explicit
+    models.write(repo, "fixed", models.add_sub(first_dim=2), ONE_INSTANCE)
+    s.load("fixed")
+    config = s.model("fixed").config()
+    assert config.get("max_batch_size", 0) == 0
+    assert [int(d) for d in config["input"][0]["dims"]] == [2, 4]
+    models.write(repo, "fixed_batched", models.add_sub(first_dim=2), "max_batch_size: 4")
+    with pytest.raises(tritonserver.InvalidArgumentError, match="does not support batching"):
+        s.load("fixed_batched")
+    assert s.live()
+
+
+@pytest.mark.parametrize("change,message", [
+    (('name: "A"', 'name: "C"'), "unexpected inference input 'C'"),
+    (('name: "SUM" data_type: TYPE_FP32', 'name: "SUM" data_type: TYPE_INT32'),
+     "expects datatype TYPE_INT32 for output 'SUM', the model provides TYPE_FP32"),
+    (('name: "B" data_type: TYPE_FP32 dims: [ 4 ]', 'name: "B" data_type: TYPE_FP32 dims: [ 5 ]'),
+     "input 'B' has shape [-1, 4] in the model, but the configuration gives [-1, 5]"),
+    (('max_batch_size: 8', 'max_batch_size: 0'),
+     "input 'A' has shape [-1, 4] in the model, but the configuration gives [4]"),
+], ids=["name", "datatype", "dims", "batch-dimension"])
+def test_strict_config_that_disagrees_fails_the_load(tmp_path, change, message):
+    assert change[0] in ADD_SUB_CONFIG
+    config = ADD_SUB_CONFIG.replace(*change)
+    models.write(str(tmp_path), "wrong", models.add_sub(), config)
+    models.write(str(tmp_path), "right", models.add_sub(),
+                 ADD_SUB_CONFIG)
+    s = start_server(model_repository=str(tmp_path), model_control_mode=EXPLICIT)
+    try:
+        with pytest.raises(tritonserver.TritonError) as caught:
+            s.load("wrong")
+        assert message in str(caught.value)
+        s.load("right")
+        add_sub_works(s.model("right"))
+    finally:
+        stop_within(s)
+
+
 
 
 def test_session_settings_reach_onnxruntime(tmp_path, caplog):
@@ -197,7 +224,7 @@ def test_bad_requests_are_refused_before_onnxruntime(server):
         model.infer(inputs={"A": a, "B": np.ones((1, 4), np.int32)})  # wrong type
     with pytest.raises(tritonserver.InvalidArgumentError):
         model.infer(inputs={"A": a})  # an input missing
-    inputs = identity_inputs()
+    inputs = typed_values(ONNX.identity_types, ONNX.identity_shape)
     inputs["IN_STRING"] = np.array([[b"\xff\xfe"] * 3] * 2, dtype=object)
     with pytest.raises(tritonserver.InvalidArgumentError, match="UTF-8"):
         list(server.model("identities").infer(inputs=inputs))  # ONNX strings are UTF-8

@@ -1,7 +1,11 @@
-"""OpenVINO models found and configured as Triton's openvino backend does:
-model.xml (or default_model_filename, an ONNX file read by OpenVINO),
-auto-complete from the model's layouts (strict_model_config=False), the
-data types it serves and refuses, its parameters and their texts, CPU only."""
+"""What the openvino backend alone does (python/tritonserver/_openvino), as
+Triton's does: model.xml (or default_model_filename, an ONNX file read by
+OpenVINO), auto-complete from the model's layouts (strict_model_config=False),
+the data types it refuses or converts, Triton's texts for configurations
+that disagree with the model, its parameters and their texts, CPU only; a
+batching model run at exactly max_batch_size rows (smaller batches padded
+with ENABLE_BATCH_PADDING=yes, refused otherwise). Shared with the other
+frameworks: test_loading.py, test_execution.py."""
 
 from __future__ import annotations
 
@@ -10,7 +14,12 @@ import pytest
 
 import tritonserver
 from conftest import start_server, stop_within
-from openvino_backend import models
+from frameworks.conftest import identity_config, openvino_answers
+
+pytest.importorskip("onnx")
+pytest.importorskip("openvino")
+
+from frameworks import models_openvino as models  # noqa: E402
 
 EXPLICIT = tritonserver.ModelControlMode.EXPLICIT
 ADD_SUB = """
@@ -39,27 +48,9 @@ def explicit_server(tmp_path, **options):
                         **options), str(repo)
 
 
-@pytest.fixture
-def explicit(tmp_path):
-    """An EXPLICIT-mode server over an empty repository, not strict."""
-    s, repo = explicit_server(tmp_path)
-    yield s, repo
-    stop_within(s)
-
-
 def tensors(config: dict) -> list:
     return [(t["name"], t["data_type"], [int(d) for d in t["dims"]])
             for t in config["input"] + config["output"]]
-
-
-def test_a_configured_model_runs(tmp_path):
-    models.write(str(tmp_path), "add_sub", models.add_sub(), ADD_SUB)
-    s = start_server(model_repository=str(tmp_path))  # strict model config
-    try:
-        add_sub_works(s.model("add_sub"), rows=3)
-        assert s.model("add_sub").config()["backend"] == "openvino"
-    finally:
-        stop_within(s)
 
 
 def test_a_bare_model_xml_is_routed_to_openvino_and_completed(explicit):
@@ -170,38 +161,6 @@ def test_a_missing_model_file_is_named(explicit):
     assert s.live()
 
 
-def identity_config(types, dims="[ -1 ]") -> str:
-    def entries(prefix):
-        return ", ".join(f'{{ name: "{prefix}_{t[5:]}" data_type: {t} dims: {dims} }}'
-                         for t in types)
-    return (f'backend: "openvino"\nmax_batch_size: 4\ninput [ {entries("IN")} ]\n'
-            f'output [ {entries("OUT")} ]\n'
-            'parameters { key: "ENABLE_BATCH_PADDING" value: { string_value: "YES" } }\n')
-
-
-def test_every_served_data_type_round_trips(explicit):
-    s, repo = explicit
-    models.write(repo, "identities", models.identities(models.SERVED),
-                 identity_config(models.SERVED))
-    s.load("identities")
-    rng = np.random.default_rng(0)
-    inputs = {}
-    for config_type in models.SERVED:
-        dtype = tritonserver.DataType[config_type[5:]].to_numpy_dtype() \
-            if hasattr(tritonserver.DataType, "to_numpy_dtype") else None
-        dtype = dtype or {"TYPE_BOOL": np.bool_, "TYPE_FP16": np.float16,
-                          "TYPE_FP32": np.float32}.get(config_type) or \
-            np.dtype(config_type[5:].lower())
-        inputs[f"IN_{config_type[5:]}"] = (rng.integers(0, 100, (2, 3)) % (2 if dtype == np.bool_
-                                                                          else 100)).astype(dtype)
-    out = next(s.model("identities").infer(inputs=inputs)).outputs
-    assert len(out) == len(models.SERVED)
-    for name, value in inputs.items():
-        got = np.from_dlpack(out["OUT_" + name[3:]])
-        assert got.dtype == value.dtype, name
-        np.testing.assert_array_equal(got, value)
-
-
 @pytest.mark.parametrize("config_type", ["TYPE_FP64", "TYPE_BF16", "TYPE_STRING"])
 def test_unsupported_data_types_are_refused(explicit, config_type):
     s, repo = explicit
@@ -227,13 +186,8 @@ def test_a_config_type_other_than_the_model_s_is_converted(explicit):
 
 
 def test_configuration_mismatches_give_triton_s_texts(explicit):
+    """(An input count other than the model's: test_loading.py.)"""
     s, repo = explicit
-    models.write(repo, "count", models.add_sub(), ADD_SUB.replace(
-        ',\n        { name: "B" data_type: TYPE_FP32 dims: [ -1, 4 ] }', ""))
-    with pytest.raises(tritonserver.InvalidArgumentError,
-                       match="unable to load model 'count', configuration expects 1 inputs, "
-                             "model provides 2"):
-        s.load("count")
     models.write(repo, "named", models.add_sub(), ADD_SUB.replace('"B"', '"C"'))
     with pytest.raises(tritonserver.InvalidArgumentError,
                        match="unexpected inference input 'C', allowed inputs are: A, B"):
@@ -304,3 +258,57 @@ def test_gpu_instances_are_refused(explicit):
     with pytest.raises(tritonserver.TritonError):
         s.load("gpu")
     assert s.live()
+
+
+BATCHED = """
+backend: "openvino"
+max_batch_size: 8
+dynamic_batching {{ max_queue_delay_microseconds: 200000 }}
+input [ {{ name: "A" data_type: TYPE_FP32 dims: [ 4 ] }},
+        {{ name: "B" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "SUM" data_type: TYPE_FP32 dims: [ 4 ] }},
+         {{ name: "DIFF" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+{parameters}
+"""
+PADDING = 'parameters { key: "ENABLE_BATCH_PADDING" value: { string_value: "Yes" } }'
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("openvino_repo"))
+    models.write(root, "padded", models.add_sub(), BATCHED.format(parameters=PADDING))
+    models.write(root, "unpadded", models.add_sub(), BATCHED.format(parameters=""))
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(repo):
+    s = start_server(model_repository=repo, strict_model_config=False)
+    yield s
+    stop_within(s)
+
+
+def test_a_smaller_batch_is_padded_and_trimmed(server, repo):
+    rng = np.random.default_rng(1)
+    a, b = (rng.standard_normal((3, 4)).astype(np.float32) for _ in range(2))
+    out = next(server.model("padded").infer(inputs={"A": a, "B": b})).outputs
+    expected = openvino_answers(repo, "padded", {"A": a, "B": b})
+    for name in ("SUM", "DIFF"):
+        got = np.from_dlpack(out[name])
+        assert got.shape == (3, 4)
+        np.testing.assert_allclose(got, expected[name], rtol=1e-6)
+
+
+def test_without_padding_only_full_batches_run(server):
+    model = server.model("unpadded")
+    full = np.ones((8, 4), np.float32)
+    out = next(model.infer(inputs={"A": full, "B": full})).outputs
+    assert np.from_dlpack(out["SUM"]).tolist() == [[2.0] * 4] * 8
+    small = np.ones((2, 4), np.float32)
+    with pytest.raises(tritonserver.TritonError,
+                       match="expected requests with batch size '8', got '2'... this error can "
+                             "be avoided by setting 'ENABLE_BATCH_PADDING' parameter"):
+        list(model.infer(inputs={"A": small, "B": small}))
+    assert server.live()
+    out = next(model.infer(inputs={"A": full, "B": full})).outputs
+    assert np.from_dlpack(out["DIFF"]).tolist() == [[0.0] * 4] * 8

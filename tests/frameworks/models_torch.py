@@ -89,6 +89,17 @@ class Slow(nn.Module):
         return x
 
 
+class Scale(nn.Module):
+    """x * scale (a model whose versions differ by their scale)."""
+
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * self.scale
+
+
 class DictOutput(nn.Module):
     def forward(self, x: Tensor) -> Dict[str, Tensor]:
         return {"y": x}
