@@ -26,6 +26,17 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 TEST_MODELS = os.path.join(TESTS_DIR, "models")
 BROKEN_MODELS = os.path.join(TESTS_DIR, "broken_models")
 STOP_TIMEOUT = 60.0
+UNIT_DIR = os.path.join(TESTS_DIR, "unit")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The two tiers: tests under tests/unit are marked ``unit`` (they need
+    no core), every other test ``integration``; ``-m unit`` or ``-m
+    integration`` picks one, ``python -m pytest tests`` runs both."""
+    for item in items:
+        path = os.path.abspath(str(item.path))
+        inside = os.path.commonpath([path, UNIT_DIR]) == UNIT_DIR
+        item.add_marker(pytest.mark.unit if inside else pytest.mark.integration)
 
 
 def pytest_addoption(parser):
