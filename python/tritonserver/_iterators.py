@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._errors import InvalidArgumentError
-from tritonserver._request import InferenceRequest, Submission
+from tritonserver._request import InferenceRequest
+from tritonserver._submit import Submission
 from tritonserver._response import InferenceResponse, _raise_without_cycle
 
 if TYPE_CHECKING:

@@ -9,7 +9,8 @@ from tritonserver._control.instances import user_view
 from tritonserver._datatypes import from_config_name
 from tritonserver._enums import DataType, ModelBatchFlag, ModelTxnPropertyFlag
 from tritonserver._iterators import AsyncResponseIterator, ResponseIterator
-from tritonserver._request import InferenceRequest, submission
+from tritonserver._request import InferenceRequest, model_submission
+from tritonserver._submit import RequestSpec, sent, submission
 
 if TYPE_CHECKING:
     from tritonserver._server import Server
@@ -34,7 +35,7 @@ class Model:
     def infer(self, inference_request: Optional[InferenceRequest] = None,
               raise_on_error: bool = True, **kwargs: Any) -> ResponseIterator:
         """Send a request; returns an iterator over its responses."""
-        return ResponseIterator._send(self, *submission(self, inference_request, kwargs),
+        return ResponseIterator._send(self, *model_submission(self, inference_request, kwargs),
                                       raise_on_error)
 
     def async_infer(self, inference_request: Optional[InferenceRequest] = None,
@@ -43,7 +44,7 @@ class Model:
 
         Call it from a running event loop.
         """
-        return AsyncResponseIterator._send(self, *submission(self, inference_request, kwargs),
+        return AsyncResponseIterator._send(self, *model_submission(self, inference_request, kwargs),
                                            raise_on_error)
 
     def metadata(self) -> dict[str, Any]:
@@ -89,3 +90,47 @@ class Model:
 
     def __repr__(self) -> str:
         return repr(self._as_dict())
+
+
+def send(model: Model, spec: RequestSpec, asynchronous: bool,
+         raise_on_error: bool = True) -> Any:
+    """Send ``spec`` to ``model``: the network frontends' way in (they
+    describe their requests as RequestSpecs, tritonserver._submit). Returns
+    the AsyncResponseIterator (``asynchronous``) or ResponseIterator of its
+    responses, as Model.async_infer and Model.infer do."""
+    request, user_queue, request_id = submission(model, spec)
+    kind = AsyncResponseIterator if asynchronous else ResponseIterator
+    iterator = kind._send(model, request, user_queue, request_id, raise_on_error)
+    sent(spec, request)
+    return iterator
+
+
+class ModelDictionary(dict[tuple[str, int], Model]):
+    """What Server.models() returns: models keyed by (name, version). A bare
+    name answers too (``models["identity"]``, ``"identity" in models``,
+    ``models.get("identity")``): the model at the version the server picks
+    (-1). Iteration gives the (name, version) keys, as a dict's does."""
+
+    def __getitem__(self, key: Any) -> Model:
+        if isinstance(key, str):
+            # The version the server picks (-1), with the state and reason of
+            # the entry that stands for it: the newest ready version, else
+            # the newest one (a model that failed has only failed entries).
+            entries = [model for (name, _), model in self.items() if name == key]
+            if not entries:
+                raise KeyError(f"unknown model: {key!r}")
+            ready = [model for model in entries if model.state == "READY"]
+            shown = max(ready or entries, key=lambda model: model.version)
+            return Model(shown._server, key, -1, shown.state, shown.reason)
+        try:
+            return super().__getitem__(key)
+        except KeyError:
+            raise KeyError(f"unknown model: {key!r}") from None
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            return any(name == key for name, _ in self.keys())
+        return super().__contains__(key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self[key] if key in self else default

@@ -168,6 +168,25 @@ class Options:
                     raise type(e)(f"Options.{f.name}: {e}") from None
 
 
+def apply_log_settings(**settings: Any) -> None:
+    """Set the core's logger now: ``log_info``, ``log_warn``, ``log_error``,
+    ``log_verbose`` and ``log_format`` as Options has them. The logger is
+    process-wide: a server's options set it at start, and these set it
+    again (the frontends' logging extension)."""
+    from tritonserver._c import triton_bindings
+
+    c_options = triton_bindings.ServerOptions()
+    by_name = {f.name: f for f in fields(Options)}
+    for name, value in settings.items():
+        if name not in _LOG_FIELDS:
+            raise InvalidArgumentError(f"not a log setting: {name!r}")
+        getattr(c_options, by_name[name].metadata["setter"])(
+            int(value) if name == "log_format" else value)
+
+
+_LOG_FIELDS = ("log_info", "log_warn", "log_error", "log_verbose", "log_format")
+
+
 def setter_names() -> set[str]:
     """The binding setters the fields use (tests/binding compares them with
     the binding's)."""

@@ -38,7 +38,7 @@ class InferenceResponse:
     classification_label: Optional[str] = None
     final: bool = False
     # Not a field: set on a response whose request named outputs for their
-    # class labels (InferenceRequest._label_outputs): {output: the labels of
+    # class labels (RequestSpec.label_outputs): {output: the labels of
     # one batch item's classes, None where the label file has none}.
     _output_labels: ClassVar[Optional[dict[str, list[Optional[bytes]]]]] = None
 
@@ -62,6 +62,13 @@ class InferenceResponse:
         if output_labels is not None:
             setattr(response, "_output_labels", output_labels)  # noqa: B010 - not a field
         return response
+
+
+def output_labels(response: InferenceResponse) -> Optional[dict[str, list[Optional[bytes]]]]:
+    """The class labels a response carries for the outputs its request
+    named for them (RequestSpec.label_outputs): {output: the labels of one
+    batch item's classes, None where the label file has none}; else None."""
+    return response._output_labels
 
 
 def _top_class_label(outputs: dict[str, Tensor], labels: list[Optional[str]]) -> Optional[str]:

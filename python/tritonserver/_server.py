@@ -15,7 +15,7 @@ from tritonserver._control.core_control import CoreControl
 from tritonserver._enums import MetricFormat, ModelControlMode, ModelIndexFlag
 from tritonserver._errors import InvalidArgumentError, InvalidArgumentTypeError, UnavailableError
 from tritonserver._metrics import prometheus_to_json
-from tritonserver._model import Model
+from tritonserver._model import Model, ModelDictionary
 from tritonserver._options import Options
 from tritonserver._registries import Registries
 
@@ -23,38 +23,6 @@ if TYPE_CHECKING:
     from tritonserver._trace import Tracing
 
 _server_ids = itertools.count()
-
-
-class ModelDictionary(dict[tuple[str, int], Model]):
-    """What Server.models() returns: models keyed by (name, version). A bare
-    name answers too (``models["identity"]``, ``"identity" in models``,
-    ``models.get("identity")``): the model at the version the server picks
-    (-1). Iteration gives the (name, version) keys, as a dict's does."""
-
-    def __getitem__(self, key: Any) -> Model:
-        if isinstance(key, str):
-            # The version the server picks (-1), with the state and reason of
-            # the entry that stands for it: the newest ready version, else
-            # the newest one (a model that failed has only failed entries).
-            entries = [model for (name, _), model in self.items() if name == key]
-            if not entries:
-                raise KeyError(f"unknown model: {key!r}")
-            ready = [model for model in entries if model.state == "READY"]
-            shown = max(ready or entries, key=lambda model: model.version)
-            return Model(shown._server, key, -1, shown.state, shown.reason)
-        try:
-            return super().__getitem__(key)
-        except KeyError:
-            raise KeyError(f"unknown model: {key!r}") from None
-
-    def __contains__(self, key: object) -> bool:
-        if isinstance(key, str):
-            return any(name == key for name, _ in self.keys())
-        return super().__contains__(key)
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        return self[key] if key in self else default
-
 
 
 class Server:
@@ -302,25 +270,8 @@ class Server:
         "TIMESTAMPS", "TENSORS" or a list of them. Returns the global setting
         (as trace_settings()). Traces are written as Triton writes them
         (docs/serving.md, "Tracing")."""
-        from tritonserver._trace import TENSORS, TIMESTAMPS
-
-        names = [trace_level] if isinstance(trace_level, str) else list(trace_level)
-        level = 0
-        for name in names:
-            if name not in ("OFF", "TIMESTAMPS", "TENSORS"):
-                raise InvalidArgumentError(
-                    f"trace_level must be OFF, TIMESTAMPS or TENSORS, got {name!r}")
-            level |= {"OFF": 0, "TIMESTAMPS": TIMESTAMPS, "TENSORS": TENSORS}[name]
-        if "OFF" in names:
-            level = 0
-        for key, value in (("trace_rate", trace_rate), ("trace_count", trace_count),
-                           ("log_frequency", log_frequency)):
-            if isinstance(value, bool) or not isinstance(value, int) or \
-                    not -1 <= value < (1 << 32) or (value < 0 and key != "trace_count"):
-                raise InvalidArgumentError(f"{key} must be an int in range, got {value!r}")
-        if not isinstance(trace_file, str):
-            raise InvalidArgumentTypeError("trace_file must be a str")
-        self._tracing().configure(trace_file, level, trace_rate, trace_count, log_frequency)
+        self._tracing().configure_checked(trace_file, trace_level, trace_rate, trace_count,
+                                          log_frequency)
         return self.trace_settings()
 
     def trace_settings(self, model_name: Optional[str] = None) -> dict[str, Any]:

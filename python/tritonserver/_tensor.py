@@ -49,6 +49,12 @@ def host_view(data_ptr: int, size: int) -> memoryview:
     return view
 
 
+def host_buffer(array: np.ndarray[Any, Any]) -> "MemoryBuffer":
+    """A MemoryBuffer over a contiguous host array's bytes, kept alive by it."""
+    address = _bindings.buffer_address(array) if array.nbytes else 0
+    return MemoryBuffer(address, MemoryType.CPU, 0, int(array.nbytes), array)
+
+
 @dataclass
 class MemoryBuffer:
     """A span of memory and the object that keeps it alive.

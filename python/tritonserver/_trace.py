@@ -3,7 +3,7 @@ the core records, for the in-process API and every frontend. The settings
 as gRPC sends them are read in ``frontends/grpc/trace.py``, the command
 line's ``--trace-config`` in ``_cli/trace_flags.py``.
 
-One ``Tracing`` per Server (``Server._tracing()``) holds the global setting,
+One ``Tracing`` per Server (tritonserver._registries) holds the global setting,
 the per-model settings and the trace files, so every frontend and the
 in-process API share them. The rules are those of Triton's ``tritonserver``
 (its src/tracer.cc, 2.51): a model's setting copies what it does not specify
@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from tritonserver._c import triton_bindings as _bindings
-from tritonserver._errors import InternalError, InvalidArgumentError, UnsupportedError
+from tritonserver._errors import (InternalError, InvalidArgumentError, InvalidArgumentTypeError,
+                                  UnsupportedError)
 
 _LEVELS = _bindings.enum_tables()["InferenceTraceLevel"]
 DISABLED: int = _LEVELS["DISABLED"]
@@ -311,6 +312,28 @@ class Tracing:
         for setting in old:
             if setting is not None:
                 setting.retire()
+
+    def configure_checked(self, trace_file: Any, trace_level: Any, trace_rate: Any,
+                          trace_count: Any, log_frequency: Any) -> None:
+        """configure() with Server.configure_tracing's arguments, checked:
+        ``trace_level`` "OFF", "TIMESTAMPS", "TENSORS" or a list of them."""
+        names = [trace_level] if isinstance(trace_level, str) else list(trace_level)
+        level = 0
+        for name in names:
+            if name not in ("OFF", "TIMESTAMPS", "TENSORS"):
+                raise InvalidArgumentError(
+                    f"trace_level must be OFF, TIMESTAMPS or TENSORS, got {name!r}")
+            level |= {"OFF": 0, "TIMESTAMPS": TIMESTAMPS, "TENSORS": TENSORS}[name]
+        if "OFF" in names:
+            level = 0
+        for key, value in (("trace_rate", trace_rate), ("trace_count", trace_count),
+                           ("log_frequency", log_frequency)):
+            if isinstance(value, bool) or not isinstance(value, int) or \
+                    not -1 <= value < (1 << 32) or (value < 0 and key != "trace_count"):
+                raise InvalidArgumentError(f"{key} must be an int in range, got {value!r}")
+        if not isinstance(trace_file, str):
+            raise InvalidArgumentTypeError("trace_file must be a str")
+        self.configure(trace_file, level, trace_rate, trace_count, log_frequency)
 
     def _file(self, path: str) -> TraceFile:
         file = self._files.get(path)

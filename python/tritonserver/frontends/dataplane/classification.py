@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
-from tritonserver import DataType, InvalidArgumentError, MemoryBuffer, MemoryType, Tensor
-from tritonserver._c import triton_bindings as _bindings
-from tritonserver._enums import ModelBatchFlag
+from tritonserver import DataType, InvalidArgumentError, MemoryType, Tensor
+from tritonserver._response import output_labels
+from tritonserver._tensor import host_buffer
 
 if TYPE_CHECKING:
-    from tritonserver import InferenceRequest, InferenceResponse, Model
+    from tritonserver import InferenceResponse
 
 PARAMETER = "classification"
 # Triton's limit on the classes of one batch item.
@@ -110,16 +110,10 @@ class Classification:
         classification.counts[name] = k
         return classification
 
-    def attach(self, request: "InferenceRequest", model: "Model") -> None:
-        """Ask the core for these outputs' labels in each response."""
-        self.batched = bool(int(model.batch_properties()) & int(ModelBatchFlag.FIRST_DIM))
-        setattr(request, "_label_outputs",  # noqa: B010 - not a field
-                (list(self.counts), self.batched))
-
     def apply(self, response: "InferenceResponse") -> None:
         """Replace the classified outputs of a response by their top classes."""
         outputs = response.outputs
-        labels = response._output_labels or {}
+        labels = output_labels(response) or {}
         for name, k in self.counts.items():
             tensor = outputs.get(name)
             if tensor is not None:
@@ -160,9 +154,7 @@ def top_classes(tensor: Tensor, k: int, batched: bool,
     blob = b"".join(parts)
     out_shape = ([batch] if batch else []) + [min(k, per_item)]
     raw = np.frombuffer(blob, dtype=np.uint8)
-    address = _bindings.buffer_address(raw) if blob else 0
-    return Tensor(DataType.BYTES, tuple(out_shape),
-                  MemoryBuffer(address, MemoryType.CPU, 0, len(blob), raw))
+    return Tensor(DataType.BYTES, tuple(out_shape), host_buffer(raw))
 
 
 def _descending(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

@@ -9,35 +9,33 @@ from __future__ import annotations
 from typing import Any
 
 from tritonserver import (
-    InferenceRequest,
     InferenceResponse,
     InternalError,
     InvalidArgumentError,
     Server,
 )
 from tritonserver.frontends.dataplane.state import ModelEntry, state_of
-from tritonserver.frontends.dataplane.inference import Call, model_version, set_parameter
+from tritonserver.frontends.dataplane.inference import (WireRequest, model_version, send_request,
+                                                        set_parameter)
 from tritonserver.frontends.dataplane.tensors import tensor_from_list, tensor_to_list
 
 
 def start(server: Server, model_name: str, version: int,
-          request: dict[str, Any]) -> tuple[Any, Call, ModelEntry]:
+          request: dict[str, Any]) -> tuple[Any, WireRequest, ModelEntry]:
     """Sends a generate request: (the responses' async iterator, which
     yields errors rather than raising them, the call, the model's entry)."""
     entry = state_of(server).entry(server, model_name, version)
     model = entry.model
     call = make_call(model, model_name, version, request)
-    iterator = model.async_infer(call.request(model) or InferenceRequest(
-        model=model, inputs=call.inputs), raise_on_error=False)
-    return iterator, call, entry
+    return send_request(call, server, entry, raise_on_error=False), call, entry
 
 
-def make_call(model: Any, model_name: str, version: int, request: dict[str, Any]) -> Call:
+def make_call(model: Any, model_name: str, version: int, request: dict[str, Any]) -> WireRequest:
     """Generate-request JSON to a call: keys naming model inputs become
     tensors (scalar or 1-D list, shaped by the model's metadata), "parameters"
     and every other key become request parameters; "id" is the request id."""
     specs = {spec["name"]: spec for spec in model.metadata().get("inputs", [])}
-    call = Call(model_name, version)
+    call = WireRequest(model_name=model_name, model_version=version)
     for key, value in request.items():
         if key in specs:
             spec = specs[key]
@@ -82,12 +80,13 @@ def shape_for(name: str, shape: list[int], count: int) -> list[int]:
     return out
 
 
-def response_document(response: InferenceResponse, call: Call, entry: ModelEntry) -> dict[str, Any]:
+def response_document(response: InferenceResponse, call: WireRequest,
+                      entry: ModelEntry) -> dict[str, Any]:
     document: dict[str, Any] = {}
     if response.request_id:
         document["id"] = response.request_id
     document["model_name"] = call.model_name
-    document["model_version"] = model_version(entry, call.version)
+    document["model_version"] = model_version(entry, call.model_version)
     for key, value in response.parameters.items():
         document[key] = value
     for name, tensor in response.outputs.items():
@@ -96,7 +95,7 @@ def response_document(response: InferenceResponse, call: Call, entry: ModelEntry
     return document
 
 
-async def only_document(iterator: Any, call: Call, entry: ModelEntry) -> dict[str, Any]:
+async def only_document(iterator: Any, call: WireRequest, entry: ModelEntry) -> dict[str, Any]:
     """The document of the one response a (non-streaming) generate request expects."""
     responses = []
     async for response in iterator:

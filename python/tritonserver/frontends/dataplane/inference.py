@@ -1,28 +1,30 @@
-"""An inference call, protocol-free: the Call each frontend decodes its
-request into (inputs, the parameters Triton reads itself, requested outputs,
-shared memory places, classification, trace timestamps), the request it
-makes, and sending a call that answers once.
+"""An inference request from the wire, protocol-free: the WireRequest each
+frontend decodes its request into (a RequestSpec, tritonserver._submit,
+with what the client named: the model, shared memory places and outputs
+asked for as classes), turned into the request the core gets, and sending
+one that answers once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
-from tritonserver._enums import RequestFlag
-from tritonserver._server import active_tracing
-from tritonserver.frontends.dataplane.classification import Classification
-from tritonserver.frontends.dataplane.state import ModelEntry, ServerState, state_of
-from tritonserver.frontends.dataplane.shared_memory import ShmRef, place_in_shared_memory
 from tritonserver import (
-    InferenceRequest,
     InferenceResponse,
     InternalError,
     InvalidArgumentError,
-    Model,
     Server,
     UnsupportedError,
 )
+from tritonserver._enums import ModelBatchFlag, RequestFlag
+from tritonserver._model import send
+from tritonserver._server import active_tracing
+from tritonserver._submit import RequestSpec, mark
+from tritonserver.frontends.dataplane.classification import Classification
+from tritonserver.frontends.dataplane.shared_memory import ShmRef, place_in_shared_memory
+from tritonserver.frontends.dataplane.state import ModelEntry, ServerState, state_of
+
 
 def set_parameter(parameters: dict[str, Any], key: str, value: Any) -> None:
     """A request parameter from the wire (str, int, bool or float)."""
@@ -41,48 +43,39 @@ def set_parameter(parameters: dict[str, Any], key: str, value: Any) -> None:
             f"parameter '{key}' must be a string, number or boolean, not {type(value).__name__}")
 
 
-@dataclass
-class Call:
-    """One inference call, decoded from the wire."""
+@dataclass(eq=False)
+class WireRequest(RequestSpec):
+    """One inference request, decoded from the wire: the model and version
+    the client named, and, until ``prepare``, its tensors in shared memory
+    (inputs: their place in ``inputs`` holds None) and the outputs it asked
+    for as their top classes (requested outputs, so never the fast path)."""
 
-    model_name: str
-    version: int
-    inputs: dict[str, Any] = field(default_factory=dict)
-    request_id: str = ""
-    correlation_id: Union[int, str, None] = None
-    flags: int = 0
-    priority: int = 0
-    timeout: int = 0
-    parameters: dict[str, Any] = field(default_factory=dict)
-    outputs: Optional[list[str]] = None  # requested outputs, in order; None: all
-    # Tensors in system shared memory (inputs: their place in self.inputs holds None).
+    model_name: str = ""
+    model_version: int = -1
     shm_inputs: dict[str, ShmRef] = field(default_factory=dict)
     shm_outputs: dict[str, ShmRef] = field(default_factory=dict)
-    # Outputs asked for as their top classes (requested outputs, so never the fast path).
     classification: Optional[Classification] = None
-    # Tracing (tritonserver._trace): the frontend's timestamps taken before
-    # the request was sent, and the sent request when the core traces it.
-    trace_marks: Optional[list[tuple[str, int]]] = None
-    traced: Any = None
 
-    def request(self, model: Model) -> Optional[InferenceRequest]:
-        """The InferenceRequest, or None when only inputs are set (fast path).
-        Named outputs are the only ones the model computes."""
-        allocator = None
-        if self.shm_inputs or self.shm_outputs:
-            allocator = place_in_shared_memory(self, model._server)
-        if (not self.request_id and self.correlation_id is None and not self.flags
-                and not self.priority and not self.timeout and not self.parameters
-                and self.outputs is None and allocator is None):
-            return None
-        request = InferenceRequest(
-            model=model, request_id=self.request_id or None, flags=self.flags,
-            correlation_id=self.correlation_id, priority=self.priority, timeout=self.timeout,
-            inputs=self.inputs, parameters=self.parameters, output_memory_allocator=allocator)
-        setattr(request, "_requested_outputs", self.outputs)  # noqa: B010 - not a field
-        if self.classification is not None:
-            self.classification.attach(request, model)
-        return request
+
+def prepare(request: WireRequest, server: Server, entry: ModelEntry) -> None:
+    """Make ``request`` what the core gets: inputs in regions become views
+    of them, outputs to regions get their allocator, classified outputs
+    their labels."""
+    if request.shm_inputs or request.shm_outputs:
+        request.output_memory_allocator = place_in_shared_memory(request, server)
+    if request.classification is not None:
+        request.classification.batched = bool(
+            int(entry.model.batch_properties()) & int(ModelBatchFlag.FIRST_DIM))
+        request.label_outputs = (list(request.classification.counts),
+                                 request.classification.batched)
+
+
+def send_request(request: WireRequest, server: Server, entry: ModelEntry,
+                 asynchronous: bool = True, raise_on_error: bool = True) -> Any:
+    """Send a decoded request to its model's entry; returns the iterator of
+    its responses (tritonserver._model.send)."""
+    prepare(request, server, entry)
+    return send(entry.model, request, asynchronous, raise_on_error)
 
 
 def sequence_flag(key: str, value: Any) -> int:
@@ -99,7 +92,7 @@ def unsigned(key: str, value: Any, bits: int = 64) -> int:
     return int(value)
 
 
-def set_request_parameter(call: Call, key: str, value: Any) -> None:
+def set_request_parameter(call: WireRequest, key: str, value: Any) -> None:
     """A request parameter, as a plain value, into the call: those Triton
     reads itself (sequence_id, sequence_start/end, priority, timeout) checked
     and taken, any other a parameter of the request."""
@@ -115,27 +108,28 @@ def set_request_parameter(call: Call, key: str, value: Any) -> None:
         set_parameter(call.parameters, key, value)
 
 
-def once_entry(state: ServerState, server: Server, call: Call, refusal: str) -> ModelEntry:
-    """The entry of a call's model for an endpoint that answers once
+def once_entry(state: ServerState, server: Server, call: WireRequest,
+               refusal: str) -> ModelEntry:
+    """The entry of a request's model for an endpoint that answers once
     (``refusal``: what it says to a decoupled model)."""
-    entry = state.entry(server, call.model_name, call.version)
+    entry = state.entry(server, call.model_name, call.model_version)
     if entry.decoupled:
         raise UnsupportedError(refusal)
     return entry
 
 
-def finish_once(call: Call, response: Optional[InferenceResponse]) -> InferenceResponse:
+def finish_once(call: WireRequest, response: Optional[InferenceResponse]) -> InferenceResponse:
     """The one response of a call (None: there was none), with only the
     requested outputs (or their top classes)."""
     if response is None:
         raise InternalError("the model sent no response")
-    select_outputs(response, call.outputs, call.model_name)
+    select_outputs(response, call.requested_outputs, call.model_name)
     if call.classification is not None:
         call.classification.apply(response)
     return response
 
 
-async def infer_once(server: Server, call: Call,
+async def infer_once(server: Server, call: WireRequest,
                      state: Optional[ServerState] = None) -> tuple[InferenceResponse, ModelEntry]:
     """Send a call to a model that answers once; returns its (successful)
     response, with only the requested outputs, and the model's entry.
@@ -143,12 +137,7 @@ async def infer_once(server: Server, call: Call,
     entry = once_entry(state or state_of(server), server, call,
                        "this endpoint doesn't support models with decoupled transaction "
                        "policy; use ModelStreamInfer (gRPC) or generate_stream (HTTP)")
-    model = entry.model
-    request = call.request(model)
-    iterator = model.async_infer(request) if request is not None else \
-        model.async_infer(inputs=call.inputs)
-    if call.trace_marks:
-        mark_sent(call, iterator._request)
+    iterator = send_request(call, server, entry)
     response = None
     try:
         async for r in iterator:
@@ -164,28 +153,13 @@ async def infer_once(server: Server, call: Call,
     return finish_once(call, response), entry
 
 
+__all__ = ["WireRequest", "mark", "prepare", "send_request"]  # mark: tritonserver._submit's
+
+
 def tracing(server: Server) -> bool:
     """Whether a request to ``server`` may be traced (tritonserver._trace):
     the frontends take their timestamps only then."""
     return active_tracing(server) is not None
-
-
-def mark_sent(call: Call, request: Any) -> None:
-    """``request`` (the binding's) was sent for ``call``: its trace, if it
-    has one, gets the frontend's timestamps so far, and later ones (mark)."""
-    marks = call.trace_marks
-    if marks and request.trace_timestamp(*marks[0]):
-        for name, ns in marks[1:]:
-            request.trace_timestamp(name, ns)
-        call.traced = request
-
-
-def mark(call: Call, *marks: tuple[str, int]) -> None:
-    """Timestamps of a traced call taken after its request was sent (its
-    response sent back): the trace is written once ``call`` lets go."""
-    if call.traced is not None:
-        for name, ns in marks:
-            call.traced.trace_timestamp(name, ns)
 
 
 def model_version(entry: ModelEntry, requested: int) -> str:

@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import tritonserver
 from tritonserver import InvalidArgumentError, Server, UnsupportedError
+from tritonserver._options import apply_log_settings
 from tritonserver.frontends.dataplane.state import check_running
 
 _lock = threading.Lock()
@@ -74,22 +75,13 @@ def update_log_settings(server: Server, changes: dict[str, Any]) -> LogSettings:
         checked.append((key, value))
     if not checked:
         return settings
-    from tritonserver._c import triton_bindings
-
-    options = triton_bindings.ServerOptions()
+    names = {"log_info": "log_info", "log_warning": "log_warn", "log_error": "log_error",
+             "log_verbose_level": "log_verbose", "log_format": "log_format"}
     with _lock:
         for key, value in checked:
-            if key == "log_info":
-                options.set_log_info(value)
-            elif key == "log_warning":
-                options.set_log_warn(value)
-            elif key == "log_error":
-                options.set_log_error(value)
-            elif key == "log_verbose_level":
-                options.set_log_verbose(value)
-            elif key == "log_format":
-                options.set_log_format(int(tritonserver.LogFormat.ISO8601 if value == "ISO8601"
-                                           else tritonserver.LogFormat.DEFAULT))
+            apply_log_settings(**{names[key]: (
+                tritonserver.LogFormat.ISO8601 if value == "ISO8601" else
+                tritonserver.LogFormat.DEFAULT) if key == "log_format" else value})
             setattr(settings, key, value)
     return settings
 

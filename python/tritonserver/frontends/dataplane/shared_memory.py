@@ -19,7 +19,7 @@ from tritonserver._shared_memory import (
 from tritonserver.frontends.dataplane.tensors import element_count, tensor_from_buffer
 
 if TYPE_CHECKING:
-    from tritonserver.frontends.dataplane.inference import Call
+    from tritonserver.frontends.dataplane.inference import WireRequest
 
 _OFFSET_SIZE = ("shared_memory_offset", "shared_memory_byte_size")
 
@@ -137,7 +137,7 @@ def shaped(name: str, ref: ShmRef, datatype: str, shape: list[Any]) -> ShmRef:
     return ref
 
 
-def place_in_shared_memory(call: "Call", server: Server) -> Any:
+def place_in_shared_memory(call: "WireRequest", server: Server) -> Any:
     """A call's inputs in regions become views of them (in place); returns
     the allocator writing outputs into theirs (None if none is)."""
     registry = shared_memory_of(server)

@@ -135,7 +135,7 @@ def parse_version(text: str) -> int:
     """A model version as the protocol gives it: empty (the server picks) or digits."""
     if not text:
         return -1
-    if not text.isdigit() or len(text) > 18:
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
         raise InvalidArgumentError(
             f"failed to get model version from specified version string '{text}'")
     return int(text)

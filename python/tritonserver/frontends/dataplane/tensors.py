@@ -16,16 +16,14 @@ from typing import Any, Optional
 
 import numpy as np
 
-from tritonserver._c import triton_bindings as _bindings
 from tritonserver import (
     DataType,
     InvalidArgumentError,
-    MemoryBuffer,
     MemoryType,
     Tensor,
     UnsupportedError,
 )
-from tritonserver._tensor import host_view
+from tritonserver._tensor import host_buffer, host_view
 
 MAX_DIMS = 32
 
@@ -100,8 +98,7 @@ def tensor_from_buffer(name: str, datatype: str, shape: list[int], buffer: Any,
     if dtype is not None:
         return np.frombuffer(buffer, dtype=dtype, count=count, offset=offset).reshape(shape)
     raw = np.frombuffer(buffer, dtype=np.uint8, count=size, offset=offset)
-    ptr = _bindings.buffer_address(raw) if size else 0
-    return Tensor(DataType[datatype], tuple(shape), MemoryBuffer(ptr, MemoryType.CPU, 0, size, raw))
+    return Tensor(DataType[datatype], tuple(shape), host_buffer(raw))
 
 
 _JSON_KINDS = {"BOOL": "b", "FP16": "biuf", "FP32": "biuf", "FP64": "biuf"}

@@ -1,4 +1,4 @@
-"""The gRPC inference codec: a ModelInferRequest decoded into a Call (raw
+"""The gRPC inference codec: a ModelInferRequest decoded into a WireRequest (raw
 contents in place, typed contents converted, the parameters Triton reads
 itself checked for their protobuf types), and a response encoded as a
 ModelInferResponse with raw output contents.
@@ -17,7 +17,7 @@ from tritonserver.frontends.dataplane import state as c
 from tritonserver.frontends.dataplane import shared_memory as _shm
 from tritonserver.frontends.dataplane.classification import Classification, grpc_count
 from tritonserver.frontends.dataplane.state import parse_version
-from tritonserver.frontends.dataplane.inference import Call, set_request_parameter, unsigned
+from tritonserver.frontends.dataplane.inference import WireRequest, set_request_parameter, unsigned
 from tritonserver.frontends.grpc.protos import Messages
 from tritonserver.frontends.dataplane.tensors import (
     DATATYPE_NAME,
@@ -90,9 +90,10 @@ _TYPED_PARAMETERS = {
 }
 
 
-def call_from_request(request: Any) -> tuple[Call, bool]:
+def call_from_request(request: Any) -> tuple[WireRequest, bool]:
     """(call, triton_enable_empty_final_response) from a ModelInferRequest."""
-    call = Call(request.model_name, parse_version(request.model_version))
+    call = WireRequest(model_name=request.model_name,
+                       model_version=parse_version(request.model_version))
     call.request_id = request.id
     empty_final = False
     for key, p in request.parameters.items():
@@ -161,7 +162,7 @@ def call_from_request(request: Any) -> tuple[Call, bool]:
                 call.classification = Classification.including(
                     call.classification, output.name, count)
             names.append(output.name)
-        call.outputs = names
+        call.requested_outputs = names
     return call, empty_final
 
 
@@ -236,7 +237,7 @@ def _tensor_raw(tensor: Any) -> bytes:
     return ctypes.string_at(tensor.data_ptr, size) if size else b""
 
 
-def infer_response(m: Messages, response: Any, call: Call, version: str) -> Any:
+def infer_response(m: Messages, response: Any, call: WireRequest, version: str) -> Any:
     out = m.ModelInferResponse(model_name=call.model_name, model_version=version,
                                id=response.request_id or call.request_id)
     for key, value in response.parameters.items():

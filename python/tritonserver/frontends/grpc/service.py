@@ -42,14 +42,13 @@ from tritonserver.frontends.grpc.codec import (
     parameter_value,
     parse_message,
 )
-from tritonserver.frontends.grpc.stream import stream_infer
+from tritonserver.frontends.grpc.stream import InferStream
 from tritonserver.frontends.dataplane.inference import (
-    Call,
     finish_once,
     mark,
-    mark_sent,
     model_version,
     once_entry,
+    send_request,
     tracing,
 )
 from tritonserver.frontends.dataplane.log_settings import log_settings_request
@@ -176,11 +175,6 @@ class _Service:
 
         return handler
 
-    def _infer(self, model: Any, call: Call) -> Any:
-        """model.infer(), the iterator tracked while it runs."""
-        request = call.request(model)
-        return model.infer(request) if request is not None else model.infer(inputs=call.inputs)
-
     # ---- health and metadata ----
 
     def server_live(self, request: Any, context: Any) -> Any:
@@ -306,9 +300,7 @@ class _Service:
         entry = once_entry(self.state, self.server, call,
                            "ModelInfer RPC doesn't support models with decoupled transaction "
                            "policy; use ModelStreamInfer")
-        iterator = self._infer(entry.model, call)
-        if call.trace_marks:
-            mark_sent(call, iterator._request)
+        iterator = send_request(call, self.server, entry, asynchronous=False)
         self.inflight.add(iterator)
         try:
             response = None
@@ -330,14 +322,23 @@ class _Service:
 
             context.set_compression(grpc.Compression.Gzip)
         if call.traced is None:
-            return infer_response(self.m, response, call, model_version(entry, call.version))
+            return infer_response(self.m, response, call, model_version(entry, call.model_version))
         send_start = time.monotonic_ns()
-        out = infer_response(self.m, response, call, model_version(entry, call.version))
+        out = infer_response(self.m, response, call, model_version(entry, call.model_version))
         mark(call, ("GRPC_SEND_START", send_start), ("GRPC_SEND_END", time.monotonic_ns()))
         return out
 
     def model_stream_infer(self, requests: Iterator[bytes], context: Any) -> Iterator[Any]:
-        return stream_infer(self, requests, context)
+        if self.restrictions:
+            try:
+                self._check_restriction(Protocols.INFERENCE, context)
+            except Exception as e:
+                self._abort(context, e)
+        if self.compress:
+            import grpc  # type: ignore[import-untyped, unused-ignore]
+
+            context.set_compression(grpc.Compression.Gzip)
+        return InferStream(self.server, self.state, self.m, self.inflight).responses(requests)
 
     # ---- gRPC health ----
 

@@ -7,16 +7,13 @@ from __future__ import annotations
 import collections
 import queue
 import threading
-from typing import TYPE_CHECKING, Any, Iterator, cast
+from typing import Any, Iterator
 
-from tritonserver import InferenceRequest
+from tritonserver import Server
 from tritonserver.frontends.dataplane import state as c
+from tritonserver.frontends.dataplane.inference import model_version, select_outputs, send_request
 from tritonserver.frontends.grpc.codec import call_from_request, infer_response, parse_message
-from tritonserver.frontends.dataplane.inference import model_version, select_outputs
-from tritonserver.frontends._restricted import Protocols
-
-if TYPE_CHECKING:
-    from tritonserver.frontends.grpc.service import _Service
+from tritonserver.frontends.grpc.protos import Messages
 
 _READ_DONE = object()
 
@@ -39,113 +36,107 @@ class _Sent:
         self.out.put(self)
 
 
-def stream_infer(self: "_Service", requests: Iterator[bytes], context: Any
-                 ) -> Iterator[Any]:
-    """The requests of a stream reach the core in the order they came,
-    and their responses are written in the order the core gave them, as
-    Triton does: a sequence's requests run, and answer, in order. One
-    queue per stream takes every request's responses on the core's
+class InferStream:
+    """One ModelStreamInfer stream: the requests reach the core in the order
+    they came, and their responses are written in the order the core gave
+    them, as Triton does: a sequence's requests run, and answer, in order.
+    One queue per stream takes every request's responses on the core's
     callbacks, each tagged with its request (a thread per request would
-    race to write them)."""
-    if self.restrictions:
+    race to write them). ``inflight``: the service's set of running
+    iterators (add, discard), which its stop cancels."""
+
+    def __init__(self, server: Server, state: c.ServerState, messages: Messages,
+                 inflight: Any):
+        self.server, self.state, self.m, self.inflight = server, state, messages, inflight
+        self.out: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.running: dict[int, Any] = {}  # request number -> its iterator, until final
+        self.lock = threading.Lock()
+
+    def responses(self, requests: Iterator[bytes]) -> Iterator[Any]:
+        """The stream's messages, as the gRPC handler yields them."""
+        threading.Thread(target=self._read, args=(requests,),
+                         name="tritonserver-grpc-stream", daemon=True).start()
+        reading = True
         try:
-            self._check_restriction(Protocols.INFERENCE, context)
-        except Exception as e:
-            self._abort(context, e)
-    if self.compress:
-        import grpc  # type: ignore[import-untyped, unused-ignore]
+            while True:
+                with self.lock:
+                    if not reading and not self.running:
+                        break
+                item = self.out.get()
+                if item is _READ_DONE:
+                    reading = False
+                    continue
+                if not isinstance(item, _Sent):
+                    yield item  # a request that failed before the core had it
+                    continue
+                sent, response = item, item.responses.popleft()
+                if response.final:
+                    with self.lock:
+                        iterator = self.running.pop(sent.number, None)
+                    if iterator is not None:
+                        self.inflight.discard(iterator)
+                message = self._message(sent, response)
+                if message is not None:
+                    yield message
+        finally:
+            with self.lock:
+                left = list(self.running.values())
+                self.running.clear()
+            for iterator in left:
+                iterator.cancel()
+                self.inflight.discard(iterator)
 
-        context.set_compression(grpc.Compression.Gzip)
-    out: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    running: dict[int, Any] = {}  # request number -> its iterator, until final
-    lock = threading.Lock()
-
-    def read() -> None:
+    def _read(self, requests: Iterator[bytes]) -> None:
         try:
             for number, data in enumerate(requests):
-                _stream_send(self, number, data, out, running, lock)
+                self._send(number, data)
         except Exception:  # the stream broke (cancelled): end it
             pass
         finally:
-            out.put(_READ_DONE)
+            self.out.put(_READ_DONE)
 
-    threading.Thread(target=read, name="tritonserver-grpc-stream", daemon=True).start()
-    reading = True
-    try:
-        while True:
-            with lock:
-                if not reading and not running:
-                    break
-            item = out.get()
-            if item is _READ_DONE:
-                reading = False
-                continue
-            if not isinstance(item, _Sent):
-                yield item  # a request that failed before the core had it
-                continue
-            sent, response = item, item.responses.popleft()
-            if response.final:
-                with lock:
-                    iterator = running.pop(sent.number, None)
-                if iterator is not None:
-                    self.inflight.discard(iterator)
-            message = _stream_message(self, sent, response)
-            if message is not None:
-                yield message
-    finally:
-        with lock:
-            left = list(running.values())
-            running.clear()
-        for iterator in left:
-            iterator.cancel()
-            self.inflight.discard(iterator)
+    def _send(self, number: int, data: bytes) -> None:
+        """Parses one request of the stream and sends it to the core (on the
+        stream's reader, in order); a failure is written in its place."""
+        m = self.m
+        try:
+            call, empty_final = call_from_request(parse_message(m.ModelInferRequest, data))
+            entry = self.state.entry(self.server, call.model_name, call.model_version)
+            sent = _Sent(number, self.out, call, empty_final, entry,
+                         model_version(entry, call.model_version))
+            call.response_queue = sent  # it has put()
+            with self.lock:  # in the table before a response can arrive
+                self.running[number] = None
+                iterator = send_request(call, self.server, entry, asynchronous=False,
+                                        raise_on_error=False)
+                self.running[number] = iterator
+            self.inflight.add(iterator)
+        except Exception as e:
+            with self.lock:
+                self.running.pop(number, None)
+            error = c.unavailable_if_stopped(self.server, e)
+            self.out.put(m.ModelStreamInferResponse(error_message=c.error_message(error)))
 
-
-def _stream_send(self: "_Service", number: int, data: bytes, out: "queue.SimpleQueue[Any]",
-                 running: dict[int, Any], lock: threading.Lock) -> None:
-    """Parses one request of a stream and sends it to the core (on the
-    stream's reader, in order); a failure is written in its place."""
-    m = self.m
-    try:
-        call, empty_final = call_from_request(parse_message(m.ModelInferRequest, data))
-        entry = self.state.entry(self.server, call.model_name, call.version)
-        model = entry.model
-        sent = _Sent(number, out, call, empty_final, entry,
-                     model_version(entry, call.version))
-        request = call.request(model) or InferenceRequest(model=model, inputs=call.inputs)
-        request.response_queue = cast("queue.SimpleQueue[Any]", sent)  # it has put()
-        with lock:  # in the table before a response can arrive
-            running[number] = None
-            iterator = model.infer(request, raise_on_error=False)
-            running[number] = iterator
-        self.inflight.add(iterator)
-    except Exception as e:
-        with lock:
-            running.pop(number, None)
-        error = c.unavailable_if_stopped(self.server, e)
-        out.put(m.ModelStreamInferResponse(error_message=c.error_message(error)))
-
-
-def _stream_message(self: "_Service", sent: "_Sent", response: Any) -> Any:
-    """The stream message of one response (None: nothing to write)."""
-    m, call = self.m, sent.call
-    try:
-        if response.error is not None:
-            return m.ModelStreamInferResponse(error_message=c.error_message(response.error))
-        if not response.outputs and not response.parameters and response.final \
-                and sent.entry.decoupled:
-            if not sent.empty_final:
-                return None
-            message = m.ModelInferResponse(model_name=call.model_name,
-                                           model_version=sent.version, id=call.request_id)
-            message.parameters["triton_final_response"].bool_param = True
+    def _message(self, sent: _Sent, response: Any) -> Any:
+        """The stream message of one response (None: nothing to write)."""
+        m, call = self.m, sent.call
+        try:
+            if response.error is not None:
+                return m.ModelStreamInferResponse(error_message=c.error_message(response.error))
+            if not response.outputs and not response.parameters and response.final \
+                    and sent.entry.decoupled:
+                if not sent.empty_final:
+                    return None
+                message = m.ModelInferResponse(model_name=call.model_name,
+                                               model_version=sent.version, id=call.request_id)
+                message.parameters["triton_final_response"].bool_param = True
+                return m.ModelStreamInferResponse(infer_response=message)
+            select_outputs(response, call.requested_outputs, call.model_name)
+            if call.classification is not None:
+                call.classification.apply(response)
+            message = infer_response(m, response, call, sent.version)
+            message.parameters["triton_final_response"].bool_param = response.final
             return m.ModelStreamInferResponse(infer_response=message)
-        select_outputs(response, call.outputs, call.model_name)
-        if call.classification is not None:
-            call.classification.apply(response)
-        message = infer_response(m, response, call, sent.version)
-        message.parameters["triton_final_response"].bool_param = response.final
-        return m.ModelStreamInferResponse(infer_response=message)
-    except Exception as e:
-        error = c.unavailable_if_stopped(self.server, e)
-        return m.ModelStreamInferResponse(error_message=c.error_message(error))
+        except Exception as e:
+            error = c.unavailable_if_stopped(self.server, e)
+            return m.ModelStreamInferResponse(error_message=c.error_message(error))

@@ -45,7 +45,7 @@ from tritonserver.frontends.http.wire import (
     read_body,
     send_reply,
 )
-from tritonserver.frontends.dataplane.inference import Call, infer_once, mark, tracing
+from tritonserver.frontends.dataplane.inference import WireRequest, infer_once, mark, tracing
 from tritonserver.frontends.dataplane.log_settings import log_settings_request
 from tritonserver.frontends._restricted import (
     Protocols,
@@ -329,7 +329,7 @@ class _Api:
             iterator.cancel()
 
 
-async def _generate_events(iterator: Any, call: Call, entry: c.ModelEntry,
+async def _generate_events(iterator: Any, call: WireRequest, entry: c.ModelEntry,
                            send: Send, receive: Receive) -> None:
     """Server-sent events, one per response. A client that goes away ends
     the stream and cancels the request (the body was read: the next
@@ -343,7 +343,7 @@ async def _generate_events(iterator: Any, call: Call, entry: c.ModelEntry,
         gone.cancel()
 
 
-async def _send_events(iterator: Any, call: Call, entry: c.ModelEntry, send: Send,
+async def _send_events(iterator: Any, call: WireRequest, entry: c.ModelEntry, send: Send,
                        gone: Any) -> None:
     started = False
     async for response in iterator:

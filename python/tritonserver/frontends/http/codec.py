@@ -1,6 +1,6 @@
 """The KServe v2 HTTP inference codec: a JSON request, with its binary
 tensors after the JSON (or a body that is the only input's bytes), decoded
-into a Call in place; the response encoded as JSON with binary outputs after.
+into a WireRequest in place; the response encoded as JSON with binary outputs after.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from tritonserver.frontends.http.wire import (
     compress,
     json_bytes,
 )
-from tritonserver.frontends.dataplane.inference import Call, model_version, set_request_parameter
+from tritonserver.frontends.dataplane.inference import (WireRequest, model_version,
+                                                        set_request_parameter)
 from tritonserver.frontends.dataplane.tensors import (
     DATATYPE_NAME,
     check_datatype,
@@ -38,7 +39,7 @@ from tritonserver.frontends.dataplane.tensors import (
 
 def parse_infer(scope: Scope, body: bytes, header_length: Optional[bytes], model_name: str,
                 version: int, forward: Optional["re.Pattern[str]"]
-                ) -> tuple[Call, Optional[dict[str, bool]], bool]:
+                ) -> tuple[WireRequest, Optional[dict[str, bool]], bool]:
     """A JSON (and binary) inference request to a call: (call, whether each
     requested output is sent as binary data (None: none named), the default)."""
     size = len(body)
@@ -60,7 +61,7 @@ def parse_infer(scope: Scope, body: bytes, header_length: Optional[bytes], model
         raise InvalidArgumentError(f"failed to parse the request JSON buffer: {e}") from None
     if not isinstance(request, dict):
         raise InvalidArgumentError("the inference request must be a JSON object")
-    call = Call(model_name, version)
+    call = WireRequest(model_name=model_name, model_version=version)
     default_binary = parse_parameters(call, request.get("parameters"))
     if forward is not None:
         for key, value in scope["headers"]:
@@ -116,11 +117,11 @@ def parse_infer(scope: Scope, body: bytes, header_length: Optional[bytes], model
                         call.classification, name, count)
             names.append(name)
             kinds[name] = binary
-        call.outputs = names
+        call.requested_outputs = names
     return call, kinds, default_binary
 
 
-def parse_parameters(call: Call, params: Any) -> bool:
+def parse_parameters(call: WireRequest, params: Any) -> bool:
     """Request parameters into the call; returns binary_data_output."""
     binary = False
     if params is None:
@@ -137,7 +138,7 @@ def parse_parameters(call: Call, params: Any) -> bool:
     return binary
 
 
-def parse_input(call: Call, entry: Any, body: bytes, offset: int) -> int:
+def parse_input(call: WireRequest, entry: Any, body: bytes, offset: int) -> int:
     if not isinstance(entry, dict):
         raise InvalidArgumentError("each input must be a JSON object")
     name = entry.get("name")
@@ -182,7 +183,7 @@ def parse_input(call: Call, entry: Any, body: bytes, offset: int) -> int:
 
 
 def raw_binary_call(server: Server, model_name: str, version: int, body: bytes
-                    ) -> tuple[Call, Optional[dict[str, bool]], bool]:
+                    ) -> tuple[WireRequest, Optional[dict[str, bool]], bool]:
     """Inference-Header-Content-Length 0: the body is the only input's data."""
     model = server.model(model_name, version)
     metadata = model.metadata()
@@ -212,17 +213,17 @@ def raw_binary_call(server: Server, model_name: str, version: int, body: bytes
                 raise InvalidArgumentError(
                     f"{len(body)} bytes cannot be a whole {datatype} tensor of shape {shape}")
             shape[variable[0]] = len(body) // fixed
-    call = Call(model_name, version)
+    call = WireRequest(model_name=model_name, model_version=version)
     call.inputs[spec["name"]] = tensor_from_buffer(
         spec["name"], datatype, shape, body, 0, len(body))
     return call, None, True
 
 
 def infer_reply(headers: dict[bytes, bytes], entry: ModelEntry, response: InferenceResponse,
-                call: Call, kinds: Optional[dict[str, bool]], default_binary: bool) -> Reply:
+                call: WireRequest, kinds: Optional[dict[str, bool]], default_binary: bool) -> Reply:
     """The response: JSON, binary outputs after it, compressed as the client accepts."""
     document: dict[str, Any] = {"model_name": call.model_name,
-                                "model_version": model_version(entry, call.version)}
+                                "model_version": model_version(entry, call.model_version)}
     if response.request_id:
         document["id"] = response.request_id
     if response.parameters:
