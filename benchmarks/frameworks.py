@@ -6,7 +6,7 @@ against its framework called directly from Python.
     python benchmarks/frameworks.py --quick          # a smoke run
     python benchmarks/frameworks.py --pin --core-floor --json out.json
 
-The two models of onnx.py (an MLP on 16 FP32 values and a ResNet-style
+The two models of onnx_backend.py (an MLP on 16 FP32 values and a ResNet-style
 network on a 3x224x224 image, batch 1), built at run time in three formats
 with the same weights (tsbench/framework_models.py): ONNX, TorchScript
 (torch.jit.trace) and OpenVINO IR (openvino.convert_model of the ONNX file).
@@ -34,10 +34,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# Python put this folder first on sys.path, where onnx.py would shadow the
-# onnx package: it goes last (for tsbench).
-sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(HERE)]
-sys.path.append(HERE)
+sys.path.insert(0, HERE)  # for tsbench
 
 from tsbench import framework_models, interleaved, model_rounds, onnx_models  # noqa: E402
 from tsbench.framework_worker import SYSTEMS  # noqa: E402

@@ -1,5 +1,5 @@
 """The core's own floor, for benchmarks that compare a model's server figures
-with a ceiling outside Triton (onnx.py --core-floor).
+with a ceiling outside Triton (onnx_backend.py --core-floor).
 
 The raw C API driver (benchmarks/native, C++) runs the identity backend on 16
 FP32 values: a backend that does no work, called with no Python anywhere.

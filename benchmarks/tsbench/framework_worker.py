@@ -41,7 +41,7 @@ import tempfile
 import time
 import warnings
 
-if not __package__:  # after site-packages: benchmarks/onnx.py must not shadow onnx
+if not __package__:  # run as a script: the benchmarks folder holds tsbench
     sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402

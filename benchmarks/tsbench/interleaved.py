@@ -1,5 +1,5 @@
 """What the entry points that run one worker process per system, interleaved
-round by round (inprocess.py, onnx.py), share: their options, pinning, one
+round by round (inprocess.py, onnx_backend.py), share: their options, pinning, one
 worker run, the figures' spreads and the results file."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The rounds of a model benchmark (onnx.py, frameworks.py): every system's
+"""The rounds of a model benchmark (onnx_backend.py, frameworks.py): every system's
 worker run once per round on the models built for the run, interleaved,
 and the core's floor in the same rounds when asked (--core-floor)."""
 

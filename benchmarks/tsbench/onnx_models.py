@@ -1,4 +1,4 @@
-"""The ONNX models of benchmarks/onnx.py, built with onnx.helper at run time
+"""The ONNX models of benchmarks/onnx_backend.py, built with onnx.helper at run time
 (random weights from a fixed seed; no model file is kept in the repository).
 
 * ``mlp``: [batch, 16] -> 64 -> 64 -> 16, MatMul + Add (+ Relu but last);

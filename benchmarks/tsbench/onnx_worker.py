@@ -1,6 +1,6 @@
 """Worker: the ONNX models of tsbench/onnx_models.py, one system per process.
 
-Run by benchmarks/onnx.py:
+Run by benchmarks/onnx_backend.py:
 
     python benchmarks/tsbench/onnx_worker.py --system NAME [--model-dir DIR] [loop options]
 
@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 
-if not __package__:  # after site-packages: benchmarks/onnx.py must not shadow onnx
+if not __package__:  # run as a script: the benchmarks folder holds tsbench
     sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402

@@ -1,5 +1,5 @@
 """Smoke tests of the benchmark harness: `benchmarks/run.py --quick` and
-`benchmarks/onnx.py --quick` and `benchmarks/scale_out.py --quick` work end to end and write complete results
+`benchmarks/onnx_backend.py --quick` and `benchmarks/scale_out.py --quick` work end to end and write complete results
 documents; so does `benchmarks/frameworks.py --quick`.
 
 It measures nothing that is checked: no figure is compared with a time or a
@@ -23,7 +23,7 @@ import tritonserver
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN = os.path.join(REPO, "benchmarks", "run.py")
-ONNX = os.path.join(REPO, "benchmarks", "onnx.py")
+ONNX = os.path.join(REPO, "benchmarks", "onnx_backend.py")
 SCALE_OUT = os.path.join(REPO, "benchmarks", "scale_out.py")
 FRAMEWORKS = os.path.join(REPO, "benchmarks", "frameworks.py")
 WORKLOADS = ("sync", "async64", "large16MiB", "large16MiB-shm", "threads4")

@@ -17,7 +17,6 @@ import ast
 from pathlib import Path
 from typing import Iterable, Optional
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -161,10 +160,6 @@ def benchmark_modules() -> dict[str, Path]:
     return modules_under(root, ["tsbench"] + scripts)
 
 
-@pytest.mark.xfail((REPO / "benchmarks" / "onnx.py").exists(), strict=True,
-                   reason="benchmarks/onnx.py is named like the onnx package: tsbench's `import "
-                   "onnx` (onnx_models) imports the script, which imports tsbench "
-                   "(onnx_models, onnx_worker); renaming the script removes the cycle")
 def test_benchmarks_have_no_import_cycle():
     modules = benchmark_modules()
     assert "run" in modules and "tsbench.procs" in modules

@@ -2,10 +2,10 @@
 """ONNX models: our onnxruntime backend against onnxruntime called directly
 and against onnxruntime inside a python-backend model.py.
 
-    python benchmarks/onnx.py                  # 5 runs x 2 s per figure
-    python benchmarks/onnx.py --quick          # a smoke run
-    python benchmarks/onnx.py --pin --json out.json
-    python benchmarks/onnx.py --pin --core-floor  # and the core's own floor
+    python benchmarks/onnx_backend.py                  # 5 runs x 2 s per figure
+    python benchmarks/onnx_backend.py --quick          # a smoke run
+    python benchmarks/onnx_backend.py --pin --json out.json
+    python benchmarks/onnx_backend.py --pin --core-floor  # and the core's own floor
 
 Two models built at run time (tsbench/onnx_models.py): a 3-layer MLP on 16
 FP32 values and a small ResNet-style network on a 3x224x224 image, batch 1.
@@ -33,10 +33,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# Python put this folder first on sys.path, where this file would shadow the
-# onnx package: it goes last (for tsbench).
-sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(HERE)]
-sys.path.append(HERE)
+sys.path.insert(0, HERE)  # for tsbench
 
 from tsbench import interleaved, model_rounds, onnx_models  # noqa: E402
 from tsbench.onnx_worker import SYSTEMS  # noqa: E402
