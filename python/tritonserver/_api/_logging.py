@@ -1,0 +1,5 @@
+"""``tritonserver._api._logging``: aliases (see tritonserver._api)."""
+
+from tritonserver._enums import LogLevel
+
+__all__ = ["LogLevel"]
