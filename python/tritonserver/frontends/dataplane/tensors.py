@@ -26,6 +26,10 @@ from tritonserver import (
 from tritonserver._tensor import host_buffer, host_view
 
 MAX_DIMS = 32
+INT64_MAX = (1 << 63) - 1
+# Triton's HTTP_MAX_JSON_NESTING_DEPTH (server PR #8172): 'data' nested this
+# deep is refused, shallower nesting is flattened whatever the shape says.
+JSON_MAX_NESTING_DEPTH = 100
 
 # Triton datatype name -> numpy dtype (None: no numpy form) and element size.
 NUMPY_DTYPE: dict[str, Optional[np.dtype[Any]]] = {
@@ -56,6 +60,11 @@ def element_count(name: str, shape: Any) -> int:
             raise InvalidArgumentError(
                 f"input '{name}': shape must hold non-negative integers, got {list(shape)!r}")
         count *= d
+    if count > INT64_MAX:
+        # Triton's text (server PRs #8182, #8489): a count past int64 wraps in C++.
+        raise InvalidArgumentError(
+            f"invalid shape for input '{name}': shape [{','.join(map(str, shape))}] causes "
+            f"total element count to exceed maximum size of {INT64_MAX}")
     return count
 
 
@@ -131,8 +140,14 @@ def tensor_from_list(name: str, datatype: str, shape: list[int], data: Any) -> A
     try:
         array = np.asarray(data)
     except (ValueError, TypeError, OverflowError, RecursionError):
-        raise InvalidArgumentError(
-            f"input '{name}': 'data' is not a list of numbers matching the shape") from None
+        # Ragged, or deeper than numpy's dimensions: flattened, as Triton reads any
+        # nesting (and refuses, with its text, past JSON_MAX_NESTING_DEPTH).
+        flat = list(_flatten(name, data))
+        try:
+            array = np.asarray(flat)
+        except (ValueError, TypeError, OverflowError):
+            raise InvalidArgumentError(
+                f"input '{name}': 'data' is not a list of numbers matching the shape") from None
     allowed = _JSON_KINDS.get(datatype, "biu")
     if array.dtype.kind in "fO" and dtype.kind in "iu":
         # Python ints past int64 (UINT64's upper half) make numpy guess float
@@ -164,10 +179,17 @@ def tensor_from_list(name: str, datatype: str, shape: list[int], data: Any) -> A
     return np.ascontiguousarray(converted).reshape(shape)
 
 
+def _too_deep() -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"JSON nesting depth exceeds maximum allowed limit ({JSON_MAX_NESTING_DEPTH})")
+
+
 def _flatten(name: str, data: list[Any], depth: int = 0) -> Any:
-    if depth > MAX_DIMS:
-        raise InvalidArgumentError(f"input '{name}': 'data' is nested too deeply")
+    """The elements of nested lists (``data`` at ``depth``), in order;
+    refused, with Triton's text, if any lies JSON_MAX_NESTING_DEPTH deep."""
     for item in data:
+        if depth + 1 >= JSON_MAX_NESTING_DEPTH:
+            raise _too_deep()
         if isinstance(item, list):
             yield from _flatten(name, item, depth + 1)
         else:

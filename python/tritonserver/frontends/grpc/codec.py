@@ -104,6 +104,11 @@ def call_from_request(request: Any) -> tuple[WireRequest, bool]:
                 f"invalid value type for '{key}' parameter, expected {typed[1]}.")
         if key == "triton_enable_empty_final_response":
             empty_final = p.bool_param
+        elif key.startswith("triton_"):
+            raise InvalidArgumentError(  # Triton's gRPC text (its HTTP one differs)
+                "parameter keys starting with 'triton_' are reserved for Triton usage. Only "
+                "the following keys starting with 'triton_' are allowed: "
+                "triton_enable_empty_final_response")
         elif key in ("binary_data_output", "headers"):
             continue  # HTTP notions; nothing to do over gRPC
         elif which == "uint64_param" and typed is None:
