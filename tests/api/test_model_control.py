@@ -215,3 +215,20 @@ def test_none_mode_refuses_every_repository_change(server):
     with pytest.raises(tritonserver.UnsupportedError, match="not EXPLICIT"):
         server.unregister_model_repository(os.path.dirname(__file__))
     assert server.live() and server.model("identity_fp32").ready()
+
+
+def test_wildcard_beside_other_startup_models_is_refused_as_the_core_does(example_repo):
+    """The package loads startup models itself (tritonserver._control), so it
+    refuses "*" beside other names with the core's text, as the core would;
+    "*" alone loads every model."""
+    options = dict(model_repository=example_repo,
+                   model_control_mode=tritonserver.ModelControlMode.EXPLICIT)
+    with pytest.raises(tritonserver.InvalidArgumentError,
+                       match=r"^Wildcard model name '\*' must be the ONLY startup model if "
+                             r"specified at all\.$"):
+        tritonserver.Server(startup_models=["*", "identity_fp32"], **options).start()
+    server = start_server(startup_models=["*"], **options)
+    try:
+        assert server.model("identity_fp32").ready() and server.model("add_sub_fp32").ready()
+    finally:
+        stop_within(server)

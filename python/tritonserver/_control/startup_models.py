@@ -6,13 +6,20 @@ import os
 from typing import Any
 
 from tritonserver._enums import ModelControlMode
+from tritonserver._errors import InvalidArgumentError
 
 
 def models_loaded_at_start(options: Any) -> list[str]:
-    """The models the options load at start (EXPLICIT: the startup models; NONE
-    and POLL: every folder of the repositories)."""
-    if options.model_control_mode == ModelControlMode.EXPLICIT and "*" not in options.startup_models:
-        return list(options.startup_models)
+    """The models the options load at start (EXPLICIT: the startup models, all
+    of them for "*"; NONE and POLL: every folder of the repositories), with
+    the core's refusal of "*" beside other names (the core never sees the
+    startup models: tritonserver._control.core_control loads them)."""
+    if options.model_control_mode == ModelControlMode.EXPLICIT:
+        if "*" in options.startup_models and len(set(options.startup_models)) > 1:
+            raise InvalidArgumentError("Wildcard model name '*' must be the ONLY startup model "
+                                       "if specified at all.")
+        if "*" not in options.startup_models:
+            return list(options.startup_models)
     names: list[str] = []
     for repo in options._repositories():
         if os.path.isdir(repo):
