@@ -10,13 +10,13 @@ allocated in it (SystemSharedMemoryOutputs). The error texts and codes are
 Triton's (its shared_memory_manager), so clients that read them work.
 
 A region stays mapped while anything built over it lives (the buffer
-protocol forbids unmapping under a view). Unregistering a region that
-requests still use succeeds and frees its name at once; those requests
-go on with the old mapping, unmapped when the last of them lets go.
-(Triton instead keeps the name registered until they end: here "in use"
-would hang on the garbage collector, as failed requests' tracebacks keep
-their tensors in cycles, and a client that unregisters and registers the
-same name again, as NVIDIA's do, would fail at random.)
+protocol forbids unmapping under a view). Unregistering a region that a
+frontend's requests use (they hold it through a RegionUse from the moment
+their tensors are placed until their last response, whatever the garbage
+collector does) succeeds but only marks it, as Triton does: it stays
+registered, listed and usable until the last of them ends, then goes.
+Tensors built in-process (region_tensor) hold no use: unregistering frees
+the name at once, and they go on with the old mapping.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ SHM_DIRECTORY = "/dev/shm"
 RESERVED_KEY_PREFIX = "triton_python_backend_shm_region_"
 
 _U32 = struct.Struct("<I")
+_SIZE_MAX = (1 << 64) - 1  # C++'s SIZE_MAX, Triton's bound for offset + byte_size
 
 # Where an output goes: a region's name (all of it), or (name, offset, byte_size).
 Placement = Union[str, tuple[str, int, int]]
@@ -64,6 +65,8 @@ class _Region:
         self.mapping = mapping
         # The region's bytes: the mapping starts at a page boundary at or before `offset`.
         self.view = memoryview(mapping)[start:start + byte_size]
+        self.users = 0  # requests holding it (RegionUse)
+        self.awaiting_unregister = False  # unregistered while in use: goes with the last user
 
     def status(self) -> dict[str, Any]:
         return {"name": self.name, "key": self.key, "offset": self.offset,
@@ -99,6 +102,26 @@ class RegionSlice:
                                                      self.byte_size, raw))
 
 
+class RegionUse:
+    """The regions one request uses, held from when its tensors are placed
+    (``SharedMemoryRegistry.slice(..., use=)``) until ``release()``: a region
+    unregistered meanwhile stays registered until its last user releases it,
+    as in Triton (its awaiting_unregister, server PR #7743), so that a request
+    never runs on memory the client was told is no longer the server's."""
+
+    __slots__ = ("_registry", "_regions")
+
+    def __init__(self, registry: "SharedMemoryRegistry"):
+        self._registry = registry
+        self._regions: list[_Region] = []
+
+    def release(self) -> None:
+        """Let go of every region held (again: nothing)."""
+        regions, self._regions = self._regions, []
+        if regions:
+            self._registry._release(regions)
+
+
 class SharedMemoryRegistry:
     """The system shared memory regions of one Server, by name."""
 
@@ -131,7 +154,8 @@ class SharedMemoryRegistry:
 
     def unregister(self, name: Optional[str] = None) -> None:
         """Unregister region ``name``, or every region (None). An unknown name
-        is no error (as in Triton). Requests using the region keep its mapping."""
+        is no error (as in Triton). A region that requests use (RegionUse)
+        stays until the last of them ends."""
         with self._lock:
             if name is None:
                 names = list(self._regions)
@@ -139,7 +163,26 @@ class SharedMemoryRegistry:
                 _check_str("name", name)
                 names = [name] if name in self._regions else []
             for each in names:
-                self._regions.pop(each).close()
+                region = self._regions[each]
+                if region.users:
+                    region.awaiting_unregister = True
+                else:
+                    del self._regions[each]
+                    region.close()
+
+    def use(self) -> RegionUse:
+        """A holder for the regions one request uses (``slice(..., use=)``)."""
+        return RegionUse(self)
+
+    def _release(self, regions: list[_Region]) -> None:
+        with self._lock:
+            for region in regions:
+                region.users -= 1
+                if region.users or not region.awaiting_unregister:
+                    continue
+                if self._regions.get(region.name) is region:
+                    del self._regions[region.name]
+                region.close()
 
     def status(self, name: Optional[str] = None) -> list[dict[str, Any]]:
         """``[{"name", "key", "offset", "byte_size"}]`` of region ``name``, or of all."""
@@ -152,17 +195,28 @@ class SharedMemoryRegistry:
                 raise NotFoundError(f"Unable to find system shared memory region: '{name}'")
             return [region.status()]
 
-    def slice(self, name: str, offset: int, byte_size: int) -> RegionSlice:
-        """``byte_size`` bytes at ``offset`` of region ``name``, checked as Triton does."""
+    def slice(self, name: str, offset: int, byte_size: int,
+              use: Optional[RegionUse] = None) -> RegionSlice:
+        """``byte_size`` bytes at ``offset`` of region ``name``, checked as Triton
+        does (offset and byte_size are the wire's unsigned 64-bit numbers);
+        ``use``: the request that holds the region until it releases it."""
         with self._lock:
             region = self._regions.get(name)
             if region is None:
                 raise NotFoundError(f"Unable to find shared memory region: '{name}'")
             if offset >= region.byte_size:
                 raise InvalidArgumentError(f"Invalid offset for shared memory region: '{name}'")
+            if byte_size > _SIZE_MAX - offset:
+                # Triton's text (server PR #8170): offset + byte_size wraps in C++.
+                raise InvalidArgumentError(
+                    f"Integer overflow detected: byte_size ({byte_size}) + offset ({offset}) "
+                    f"exceeds maximum value ({_SIZE_MAX}) for region '{name}'")
             if offset + byte_size > region.byte_size:
                 raise InvalidArgumentError(
                     f"Invalid offset + byte size for shared memory region: '{name}'")
+            if use is not None and all(held is not region for held in use._regions):
+                region.users += 1
+                use._regions.append(region)
             return RegionSlice(region, offset, byte_size)
 
     def size_of(self, name: str) -> int:
@@ -177,8 +231,11 @@ class SharedMemoryRegistry:
         return len(self._regions)
 
     def close(self) -> None:
-        """Unregister everything (what a Server's end does)."""
-        self.unregister()
+        """Unregister everything, in use or not (what a Server's end does)."""
+        with self._lock:
+            regions, self._regions = list(self._regions.values()), {}
+        for region in regions:
+            region.close()
 
 
 def cuda_status(registry: SharedMemoryRegistry, name: Optional[str]) -> list[dict[str, Any]]:
@@ -237,8 +294,8 @@ def _check_str(what: str, value: Any) -> None:
         raise InvalidArgumentError(f"{what} must be a str, not {type(value).__name__}")
 
 
-def _check_size(what: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < (1 << 63):
+def _check_size(what: str, value: Any, bits: int = 63) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < (1 << bits):
         raise InvalidArgumentError(f"{what} must be a non-negative int, got {value!r}")
 
 
@@ -306,18 +363,20 @@ class SystemSharedMemoryOutputs(MemoryAllocator):
     allocates the others in host memory. The regions are checked when it is
     made; an output larger than its place fails the request, as in Triton."""
 
-    def __init__(self, registry: SharedMemoryRegistry, placements: dict[str, Placement]):
+    def __init__(self, registry: SharedMemoryRegistry, placements: dict[str, Placement],
+                 use: Optional[RegionUse] = None):
         if not isinstance(placements, dict):
             raise InvalidArgumentError("placements must be a dict of output name to region")
         self.placements: dict[str, RegionSlice] = {}
         for output, place in placements.items():
             if isinstance(place, str):
-                region_slice = registry.slice(place, 0, registry.size_of(place))
+                region_slice = registry.slice(place, 0, registry.size_of(place), use)
             else:
                 region, offset, byte_size = place
-                _check_size("offset", offset)
-                _check_size("byte_size", byte_size)
-                region_slice = registry.slice(region, offset, byte_size)
+                # Unsigned 64-bit, as on the wire: slice says what is wrong, in Triton's words.
+                _check_size("offset", offset, 64)
+                _check_size("byte_size", byte_size, 64)
+                region_slice = registry.slice(region, offset, byte_size, use)
             self.placements[output] = region_slice
 
     def allocate(self, size: int, memory_type: MemoryType, memory_type_id: int) -> MemoryBuffer:
