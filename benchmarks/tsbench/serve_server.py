@@ -34,4 +34,7 @@ class ServeServer(ServerProcess):
             f"--metrics-address={HOST}", f"--metrics-port={self.metrics_port}",
             "--log-info=false", "--log-warning=false", "--log-error=true",
             "--exit-timeout-secs=10",
+            # large16MiB-shm registers regions, as Triton's QA starts the
+            # executable for it (client shared memory is off by default).
+            "--allow-client-shm=true",
         ]

@@ -271,8 +271,11 @@ class Server:
                     f"--backend-config=python,shm-region-prefix-name="
                     f"examples_check_{os.getpid()}_{self.config}_",
                     *self.flags]
+        # Client shared memory on, as qa/L0_http and qa/L0_grpc start Triton
+        # (2.69 and later have it off by default; the 2.51 executable has no
+        # such flag and always allows it).
         return [sys.executable, "-m", "tritonserver", "serve", *common,
-                "--strict-model-config=false", *self.flags]
+                "--strict-model-config=false", "--allow-client-shm=true", *self.flags]
 
     def start(self) -> None:
         self.http_port, self.grpc_port, self.metrics_port = _free_ports(3)

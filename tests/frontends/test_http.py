@@ -390,7 +390,7 @@ def test_aio_client(endpoints):
     ("GET", "/v2/no/such/path", b"", 404),
     ("POST", "/v2/trace/setting", b'{"trace_file":"x"}', 501),
     ("POST", "/v2/models/no_such_model/trace/setting", b"{}", 400),
-    ("POST", "/v2/systemsharedmemory/region/r/register", b"{}", 400),
+    ("POST", "/v2/systemsharedmemory/region/r/register", b"{}", 501),  # client shm off
     ("GET", "/v2/systemsharedmemory/region/r/status", b"", 404),
     ("GET", "/v2/systemsharedmemory/region/r/register", b"", 405),
     ("POST", "/v2/repository/other/models/identity_fp32/load", b"{}", 501),
@@ -555,7 +555,7 @@ def test_max_input_size(endpoints):
         body, headers = binary_infer_body([("INPUT0", "FP32", [2048], x.tobytes())])
         status, rh, data = support.request(small.port, "POST",
                                            "/v2/models/identity_fp32/infer", body, headers)
-        assert status == 413 and "maximum allowed input size" in support.json_error(data)
+        assert status == 400 and "maximum allowed input size" in support.json_error(data)
         assert rh.get("connection") == "close"
 
         # Chunked, with no Content-Length: refused once past the limit.
@@ -566,7 +566,7 @@ def test_max_input_size(endpoints):
             b"Transfer-Encoding: chunked\r\nInference-Header-Content-Length: %s\r\n\r\n"
             % headers["Inference-Header-Content-Length"].encode()) + chunked)
         status, _, data = support.parse_response(raw)
-        assert status == 413, data
+        assert status == 400, data
         x = np.zeros(16, dtype=np.float32)
         body, headers = binary_infer_body([("INPUT0", "FP32", [16], x.tobytes())])
         status, _, data = support.request(small.port, "POST", "/v2/models/identity_fp32/infer",

@@ -42,8 +42,8 @@ def served() -> Iterator[tuple[tritonserver.Server, KServeHttp, KServeGrpc]]:
         model_control_mode=tritonserver.ModelControlMode.EXPLICIT,
         startup_models=["simple", "simple_string", "identity_all"],
     ).start(wait_until_ready=True, timeout=120)
-    http = KServeHttp(server, KServeHttp.Options(port=0)).start()
-    grpc = KServeGrpc(server, KServeGrpc.Options(port=0)).start()
+    http = KServeHttp(server, KServeHttp.Options(port=0, allow_client_shm=True)).start()
+    grpc = KServeGrpc(server, KServeGrpc.Options(port=0, allow_client_shm=True)).start()
     try:
         yield server, http, grpc
     finally:

@@ -71,6 +71,8 @@ def test_element_count(shape, count):
     ([1.0], "non-negative"),
     ([True], "non-negative"),
     ([1] * 33, "33 dimensions"),
+    ([1 << 62, 2], (r"shape \[4611686018427387904,2\] causes total element count to exceed "
+                    "maximum size of 9223372036854775807")),
 ])
 def test_element_count_refuses(shape, message):
     with pytest.raises(InvalidArgumentError, match=message):
@@ -96,12 +98,31 @@ def test_tensor_from_list_numbers():
     ("BF16", [1], [1.0], "BF16 data cannot be given as JSON"),
     ("BYTES", [2], ["a"], "1 elements of data"),
     ("BYTES", [1], [1], "BYTES elements must be strings"),
-    ("FP32", [2], [[1.0], [2.0, 3.0]], "not a list of numbers"),
+    ("FP32", [2], [[1.0], [2.0, 3.0]], "3 elements of data for shape [2]"),
+    ("FP32", [1], [[1.0]] * 2, "2 elements of data for shape [1]"),
 ])
 def test_tensor_from_list_refuses(datatype, shape, data, message):
     with pytest.raises(InvalidArgumentError) as e:
         tensors.tensor_from_list("x", datatype, shape, data)
     assert message in str(e.value)
+
+
+def test_tensor_from_list_reads_nesting_as_triton_does():
+    """Any nesting is flattened (ragged too) up to Triton's depth of 100
+    (server PR #8172), then refused with its text."""
+    def nested(depth, value):
+        for _ in range(depth):
+            value = [value]
+        return value
+
+    assert tensors.tensor_from_list("x", "FP32", [3], [[1.0], [2.0, 3.0]]).tolist() == [1, 2, 3]
+    for datatype, value in (("FP32", 1.5), ("INT64", 7), ("BYTES", "hi")):
+        for depth in (1, 50, 65, 99):
+            out = tensors.tensor_from_list("x", datatype, [1, 1], nested(depth, value))
+            assert tuple(out.shape) == (1, 1)
+        with pytest.raises(InvalidArgumentError) as e:
+            tensors.tensor_from_list("x", datatype, [1, 1], nested(100, value))
+        assert str(e.value) == "JSON nesting depth exceeds maximum allowed limit (100)"
 
 
 def test_tensor_from_list_bytes_makes_length_prefixed_elements():
@@ -189,7 +210,7 @@ def test_parse_version_refuses_non_ascii_digits(text):
     (AlreadyExistsError("x"), 400, "ALREADY_EXISTS"),
     (CancelledError("x"), 400, "CANCELLED"),
     (Forbidden("x"), 403, "UNAVAILABLE"),
-    (PayloadTooLarge("x"), 413, "RESOURCE_EXHAUSTED"),
+    (PayloadTooLarge("x"), 400, "RESOURCE_EXHAUSTED"),  # HTTP: Triton's 400, unread
     (TritonError("x"), 400, "UNKNOWN"),
     (ValueError("ours"), 500, "INTERNAL"),
 ])
@@ -221,8 +242,12 @@ def test_read_body_whole_and_chunked():
 
 
 def test_read_body_refuses_past_the_limit():
-    with pytest.raises(PayloadTooLarge, match="request body of 11 bytes exceeds"):
+    with pytest.raises(PayloadTooLarge, match="request JSON size of 11 bytes exceeds the "
+                       "maximum allowed input size of 10 bytes. Use --http-max-input-size"):
         read([], 10, [(b"content-length", b"11")])  # before reading anything
+    with pytest.raises(PayloadTooLarge, match=r"Raw input has a byte_size \(11 bytes\) that "
+                       "exceeds the maximum allowed value of 10 bytes"):
+        read([], 10, [(b"content-length", b"11"), (b"inference-header-content-length", b"0")])
     with pytest.raises(InvalidArgumentError, match="invalid Content-Length"):
         read([], 10, [(b"content-length", b"ten")])
     with pytest.raises(PayloadTooLarge):
@@ -244,8 +269,10 @@ def test_decompress_round_trip_within_the_limit(data, encoding, limit):
     if name in ("", "identity"):
         assert wire.decompress(packed, encoding, limit) is packed
     elif len(data) > limit:
-        with pytest.raises(PayloadTooLarge, match=f"maximum allowed input size of {limit}"):
+        with pytest.raises(InvalidArgumentError, match=f"exceeds the maximum allowed value "
+                                                       f"of {limit} bytes") as refused:
             wire.decompress(packed, encoding, limit)
+        assert not isinstance(refused.value, PayloadTooLarge)  # 400, as Triton
     else:
         assert wire.decompress(packed, b" " + encoding.upper(), limit) == data
 
@@ -253,7 +280,7 @@ def test_decompress_round_trip_within_the_limit(data, encoding, limit):
 def test_decompress_refusals():
     assert wire.decompress(gzip.compress(b"hello"), b"gzip", 5) == b"hello"
     bomb = zlib.compress(b"\0" * 1_000_000)
-    with pytest.raises(PayloadTooLarge):
+    with pytest.raises(InvalidArgumentError, match="^Decompressed data size exceeds"):
         wire.decompress(bomb, b"deflate", 1000)
     with pytest.raises(InvalidArgumentError, match="cannot be decompressed"):
         wire.decompress(b"not gzip", b"gzip", 100)

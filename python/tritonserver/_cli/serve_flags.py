@@ -117,6 +117,23 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--http-restricted-api", action="append", default=[],
                    metavar="<apis>:<key>=<value>")
 
+    g.add_argument("--http-ssl-certfile", default="", metavar="PATH",
+                   help="serve HTTPS on the HTTP and metrics ports with this certificate "
+                        "(PEM; the chain after it)")
+    g.add_argument("--http-ssl-keyfile", default="", metavar="PATH",
+                   help="the certificate's private key (PEM)")
+    g.add_argument("--http-ssl-ca-certs", default="", metavar="PATH",
+                   help="CA certificates (PEM) that client certificates are checked against")
+    g.add_argument("--http-ssl-cert-reqs", choices=("none", "optional", "required"),
+                   default=None, help="client certificates: none (default without "
+                   "--http-ssl-ca-certs), optional, or required (default with it)")
+
+    g = p.add_argument_group("shared memory")
+    g.add_argument("--allow-client-shm", type=_bool, nargs="?", const=True, default=False,
+                   metavar="BOOL", help="let HTTP and gRPC clients register, unregister and "
+                   "use system shared memory regions (default false: a region names any "
+                   "shared memory object this process can open)")
+
     g = p.add_argument_group("gRPC")
     g.add_argument("--allow-grpc", type=_bool, nargs="?", const=True, default=True,
                    metavar="BOOL")
@@ -143,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--grpc-http2-max-ping-strikes", type=_uint, default=2)
     g.add_argument("--grpc-max-connection-age", type=_uint, default=0, metavar="MS")
     g.add_argument("--grpc-max-connection-age-grace", type=_uint, default=0, metavar="MS")
+    g.add_argument("--grpc-header-forward-pattern", default="", metavar="REGEX",
+                   help="request metadata whose keys this finds (case-insensitively) "
+                        "go to the model as request parameters")
     g.add_argument("--grpc-max-input-size", type=_uint, default=64 << 20, metavar="BYTES",
                    help="the largest request message (this package's; the executable has none)")
     g.add_argument("--grpc-restricted-protocol", action="append", default=[],
@@ -239,6 +259,15 @@ def server_options(args: argparse.Namespace) -> Any:
         else tritonserver.LogFormat.DEFAULT,
         metrics=args.allow_metrics, gpu_metrics=args.allow_gpu_metrics,
         cpu_metrics=args.allow_cpu_metrics, metrics_interval=args.metrics_interval_ms)
+
+
+def tls_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The HTTP and metrics frontends' TLS options from --http-ssl-* ({}: plain HTTP)."""
+    if not (args.http_ssl_certfile or args.http_ssl_keyfile or args.http_ssl_ca_certs
+            or args.http_ssl_cert_reqs):
+        return {}
+    return {"ssl_certfile": args.http_ssl_certfile, "ssl_keyfile": args.http_ssl_keyfile,
+            "ssl_ca_certs": args.http_ssl_ca_certs, "ssl_cert_reqs": args.http_ssl_cert_reqs}
 
 
 def say(message: str) -> None:

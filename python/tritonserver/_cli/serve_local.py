@@ -17,7 +17,7 @@ from typing import Any, Optional
 import tritonserver
 from tritonserver._control.load_reasons import failure_lines
 from tritonserver._cli.serve_flags import (COMPRESSION_LEVELS, Signals, end_process, say,
-                                        server_options)
+                                           server_options, tls_options)
 from tritonserver._server import startup_failures, tracing_of
 # Imported here, not when serving starts: without the serve extra this
 # module's import fails, saying how to install it (tritonserver._cli.serve).
@@ -57,6 +57,7 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None,
         return 2
     signals = signals or Signals()
     signals.install()
+    tls = tls_options(args)
     server = tritonserver.Server(options)
     tracing_of(server).configure(**tracing)
     frontends: list[Any] = []
@@ -82,7 +83,9 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None,
                     max_connection_age_ms=args.grpc_max_connection_age,
                     max_connection_age_grace_ms=args.grpc_max_connection_age_grace,
                     max_input_size=args.grpc_max_input_size,
-                    restricted_features=list(args.grpc_restricted_protocol))).start())
+                    forward_header_pattern=args.grpc_header_forward_pattern,
+                    restricted_features=list(args.grpc_restricted_protocol),
+                    allow_client_shm=args.allow_client_shm)).start())
                 say(f"Started GRPCInferenceService at {frontends[-1].url}")
             if args.allow_http:
                 frontends.append(KServeHttp(server, KServeHttp.Options(
@@ -91,11 +94,13 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None,
                     thread_count=max(1, args.http_thread_count),
                     header_forward_pattern=args.http_header_forward_pattern,
                     max_input_size=args.http_max_input_size,
-                    restricted_features=list(args.http_restricted_api))).start())
-                say(f"Started HTTPService at {frontends[-1].url}")
+                    restricted_features=list(args.http_restricted_api),
+                    allow_client_shm=args.allow_client_shm, **tls)).start())
+                say(f"Started HTTPService at {frontends[-1].url}"
+                    + (" (HTTPS)" if tls else ""))
             if args.allow_metrics:
                 frontends.append(Metrics(server, Metrics.Options(
-                    address=args.metrics_address, port=args.metrics_port)).start())
+                    address=args.metrics_address, port=args.metrics_port, **tls)).start())
                 say(f"Started Metrics Service at {args.metrics_address}:{frontends[-1].port}")
         except tritonserver.TritonError as e:
             say(f"tritonserver serve: {type(e).__name__}: {e}")

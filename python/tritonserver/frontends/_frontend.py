@@ -1,8 +1,10 @@
 """What KServeHttp, KServeGrpc and Metrics share: start/stop, the context
-manager, and checks of the options every frontend has."""
+manager, checks of the options every frontend has, and TLS for the HTTP
+ones."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 from typing import Any, Optional
 
@@ -27,6 +29,50 @@ def check_socket_options(cls: str, options: Any) -> None:
     check_address(f"{cls}.Options.address", options.address)
     check_port(f"{cls}.Options.port", options.port)
     check_bool(f"{cls}.Options.reuse_port", options.reuse_port)
+
+
+_CERT_REQS = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL,
+              "required": ssl.CERT_REQUIRED}
+
+
+def tls_context(cls: str, options: Any) -> Optional[ssl.SSLContext]:
+    """The server-side TLS context of an HTTP frontend's options, or None
+    without ``ssl_certfile``: ``ssl_keyfile`` (else the key is in the
+    certificate file), ``ssl_ca_certs`` (CA certificates that client
+    certificates are checked against) and ``ssl_cert_reqs`` ("none",
+    "optional", "required"; None: "required" with ``ssl_ca_certs``, else
+    "none"). Files are read here, so a wrong one fails at construction."""
+    certfile, keyfile = options.ssl_certfile, options.ssl_keyfile
+    ca_certs, reqs = options.ssl_ca_certs, options.ssl_cert_reqs
+    for field_name, value in (("ssl_certfile", certfile), ("ssl_keyfile", keyfile),
+                              ("ssl_ca_certs", ca_certs)):
+        if not isinstance(value, str):
+            raise InvalidArgumentError(f"{cls}.Options.{field_name}: expected a path (str)")
+    if reqs is not None and reqs not in _CERT_REQS:
+        raise InvalidArgumentError(f"{cls}.Options.ssl_cert_reqs: expected one of "
+                                   f"{sorted(_CERT_REQS)} or None, got {reqs!r}")
+    if not certfile:
+        if keyfile or ca_certs or reqs is not None:
+            raise InvalidArgumentError(f"{cls}.Options: TLS settings need ssl_certfile")
+        return None
+    if reqs is None:
+        reqs = "required" if ca_certs else "none"
+    if reqs != "none" and not ca_certs:
+        raise InvalidArgumentError(
+            f"{cls}.Options.ssl_cert_reqs={reqs!r} needs ssl_ca_certs to check client "
+            "certificates against")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(certfile, keyfile or None)
+        if ca_certs:
+            context.load_verify_locations(cafile=ca_certs)
+    except (OSError, ssl.SSLError) as e:
+        raise InvalidArgumentError(f"{cls}.Options: cannot use the TLS files "
+                                   f"({certfile!r}, {keyfile or certfile!r}"
+                                   + (f", {ca_certs!r}" if ca_certs else "") + f"): {e}") \
+            from None
+    context.verify_mode = _CERT_REQS[reqs]
+    return context
 
 
 class Frontend:
@@ -123,6 +169,7 @@ class AsgiFrontend(Frontend):
         name = type(self).__name__
         check_socket_options(name, self.options)
         check_int(f"{name}.Options.thread_count", self.options.thread_count, 1, 64)
+        self._tls = tls_context(name, self.options)
         self._service: Optional[HttpService] = None
 
     app: Any  # set by the subclass
@@ -130,7 +177,7 @@ class AsgiFrontend(Frontend):
     def _start(self) -> None:
         o = self.options
         service = HttpService(self._service_name, self.app, o.address, o.port, o.reuse_port,
-                                 o.thread_count, self._graceful_timeout())
+                              o.thread_count, self._graceful_timeout(), self._tls)
         service.start()
         self._service = service
 
@@ -142,5 +189,11 @@ class AsgiFrontend(Frontend):
     def port(self) -> int:
         return self._service.port if self._service is not None else 0
 
+    @property
+    def scheme(self) -> str:
+        """"https" when the frontend serves TLS, else "http"."""
+        return "https" if self._tls is not None else "http"
 
-__all__ = ["AsgiFrontend", "Frontend", "check_bool", "check_int", "check_socket_options", "c"]
+
+__all__ = ["AsgiFrontend", "Frontend", "check_bool", "check_int", "check_socket_options", "c",
+           "tls_context"]

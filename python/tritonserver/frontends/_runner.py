@@ -171,7 +171,7 @@ class HttpService:
     socket."""
 
     def __init__(self, name: str, app: Any, address: str, port: int, reuse_port: bool,
-                 thread_count: int, graceful_timeout: float):
+                 thread_count: int, graceful_timeout: float, tls: Any = None):
         self.name = name
         self.app = app
         self.address = address
@@ -179,6 +179,7 @@ class HttpService:
         self.reuse_port = reuse_port
         self.thread_count = thread_count
         self.graceful_timeout = graceful_timeout
+        self.tls = tls  # an ssl.SSLContext: HTTPS
         self.port = 0
         self._socket: Optional[socket.socket] = None
         self._threads: list[LoopThread] = []
@@ -191,7 +192,7 @@ class HttpService:
         self.port = self._socket.getsockname()[1]
         try:
             for i in range(self.thread_count):
-                server = HttpServer(self.app, self._socket.dup())
+                server = HttpServer(self.app, self._socket.dup(), tls=self.tls)
                 suffix = f"-{i}" if self.thread_count > 1 else ""
                 thread = LoopThread(self.name + suffix, server.serve, server.shutdown)
                 thread.start()

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 
 import tritonserver
 from tritonserver.frontends import HttpSettings
-from tritonserver._cli.serve_flags import Signals, build_parser, say, server_options
+from tritonserver._cli.serve_flags import Signals, build_parser, say, server_options, tls_options
 from tritonserver.ray._app import application
 
 
@@ -68,9 +68,13 @@ def deployment_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def build_from_args(args: argparse.Namespace) -> Any:
     """The Ray Serve application the flags describe (ValueError or TritonError if bad)."""
+    if tls_options(args):
+        raise ValueError("--http-ssl-*: under --ray, Ray Serve's proxy is the HTTP server; "
+                         "terminate TLS in front of it (docs/security.md)")
     http = HttpSettings(max_input_size=args.http_max_input_size,
                         restricted_features=list(args.http_restricted_api) or None,
-                        header_forward_pattern=args.http_header_forward_pattern)
+                        header_forward_pattern=args.http_header_forward_pattern,
+                        allow_client_shm=args.allow_client_shm)
     return application(server_options(args), name=args.ray_app_name, http=http,
                        **deployment_settings(args))
 

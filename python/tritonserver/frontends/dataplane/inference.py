@@ -22,7 +22,11 @@ from tritonserver._model import send
 from tritonserver._server import active_tracing
 from tritonserver._submit import RequestSpec, mark
 from tritonserver.frontends.dataplane.classification import Classification
-from tritonserver.frontends.dataplane.shared_memory import ShmRef, place_in_shared_memory
+from tritonserver.frontends.dataplane.shared_memory import (
+    ShmRef,
+    place_in_shared_memory,
+    release_shared_memory,
+)
 from tritonserver.frontends.dataplane.state import ModelEntry, ServerState, state_of
 
 
@@ -55,14 +59,15 @@ class WireRequest(RequestSpec):
     shm_inputs: dict[str, ShmRef] = field(default_factory=dict)
     shm_outputs: dict[str, ShmRef] = field(default_factory=dict)
     classification: Optional[Classification] = None
+    shm_use: Any = None  # the regions it holds until its end (release_shared_memory)
 
 
-def prepare(request: WireRequest, server: Server, entry: ModelEntry) -> None:
+def prepare(request: WireRequest, server: Server, entry: ModelEntry, client_shm: bool) -> None:
     """Make ``request`` what the core gets: inputs in regions become views
-    of them, outputs to regions get their allocator, classified outputs
-    their labels."""
+    of them (``client_shm``: the frontend lets clients use shared memory),
+    outputs to regions get their allocator, classified outputs their labels."""
     if request.shm_inputs or request.shm_outputs:
-        request.output_memory_allocator = place_in_shared_memory(request, server)
+        request.output_memory_allocator = place_in_shared_memory(request, server, client_shm)
     if request.classification is not None:
         request.classification.batched = bool(
             int(entry.model.batch_properties()) & int(ModelBatchFlag.FIRST_DIM))
@@ -71,11 +76,16 @@ def prepare(request: WireRequest, server: Server, entry: ModelEntry) -> None:
 
 
 def send_request(request: WireRequest, server: Server, entry: ModelEntry,
-                 asynchronous: bool = True, raise_on_error: bool = True) -> Any:
+                 asynchronous: bool = True, raise_on_error: bool = True,
+                 client_shm: bool = False) -> Any:
     """Send a decoded request to its model's entry; returns the iterator of
     its responses (tritonserver._model.send)."""
-    prepare(request, server, entry)
-    return send(entry.model, request, asynchronous, raise_on_error)
+    prepare(request, server, entry, client_shm)
+    try:
+        return send(entry.model, request, asynchronous, raise_on_error)
+    except BaseException:
+        release_shared_memory(request)
+        raise
 
 
 def sequence_flag(key: str, value: Any) -> int:
@@ -129,15 +139,16 @@ def finish_once(call: WireRequest, response: Optional[InferenceResponse]) -> Inf
     return response
 
 
-async def infer_once(server: Server, call: WireRequest,
-                     state: Optional[ServerState] = None) -> tuple[InferenceResponse, ModelEntry]:
+async def infer_once(server: Server, call: WireRequest, state: Optional[ServerState] = None,
+                     client_shm: bool = False) -> tuple[InferenceResponse, ModelEntry]:
     """Send a call to a model that answers once; returns its (successful)
     response, with only the requested outputs, and the model's entry.
-    Raises the call's error. ``state``: the server's, when the caller has it."""
+    Raises the call's error. ``state``: the server's, when the caller has it;
+    ``client_shm``: the frontend lets clients use shared memory."""
     entry = once_entry(state or state_of(server), server, call,
                        "this endpoint doesn't support models with decoupled transaction "
                        "policy; use ModelStreamInfer (gRPC) or generate_stream (HTTP)")
-    iterator = send_request(call, server, entry)
+    iterator = send_request(call, server, entry, client_shm=client_shm)
     response = None
     try:
         async for r in iterator:
@@ -150,6 +161,8 @@ async def infer_once(server: Server, call: WireRequest,
     except BaseException:
         iterator.cancel()
         raise
+    finally:
+        release_shared_memory(call)  # before the client hears the answer
     return finish_once(call, response), entry
 
 

@@ -6,22 +6,41 @@ inputs and outputs there. The regions themselves: tritonserver._shared_memory.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
-from tritonserver import InvalidArgumentError, Server
+from tritonserver import InvalidArgumentError, Server, UnsupportedError
 from tritonserver._server import shared_memory_of
 from tritonserver._shared_memory import (
     SystemSharedMemoryOutputs,
     cuda_register_refusal,
     cuda_status,
 )
-from tritonserver.frontends.dataplane.tensors import element_count, tensor_from_buffer
+from tritonserver.frontends.dataplane.tensors import (
+    ELEMENT_SIZE,
+    element_count,
+    tensor_from_buffer,
+)
 
 if TYPE_CHECKING:
     from tritonserver.frontends.dataplane.inference import WireRequest
 
 _OFFSET_SIZE = ("shared_memory_offset", "shared_memory_byte_size")
+
+# Triton's text (2.69 and later) when a frontend's clients may not use shared memory.
+CLIENT_SHM_DISABLED = ("Client shared memory is disabled. Start the server with "
+                       "'--allow-client-shm=true' to enable.")
+
+
+def check_client_shm(allowed: bool) -> None:
+    """Clients of a frontend register, unregister and use regions only when
+    it allows them (KServeHttp/KServeGrpc ``allow_client_shm``, serve's
+    ``--allow-client-shm``): a region names any POSIX shared memory object
+    the server's user can open, so a client could read and write another
+    process's memory through it. Status stays readable, as in Triton."""
+    if not allowed:
+        raise UnsupportedError(CLIENT_SHM_DISABLED)
 
 
 @dataclass
@@ -65,12 +84,17 @@ def register_fields(request: dict[str, Any]) -> tuple[str, int, int]:
     return key, numbers["byte_size"], numbers["offset"]
 
 
-def register(server: Server, name: str, key: str, byte_size: int, offset: int) -> None:
+def register(server: Server, allowed: bool, name: str, key: str, byte_size: int,
+             offset: int) -> None:
+    """A client's register request (``allowed``: the frontend lets clients use
+    shared memory)."""
+    check_client_shm(allowed)
     server.register_system_shared_memory(name, key, byte_size, offset)
 
 
-def unregister(server: Server, name: Optional[str]) -> None:
+def unregister(server: Server, allowed: bool, name: Optional[str]) -> None:
     """Region ``name``, or every region when None (or empty)."""
+    check_client_shm(allowed)
     server.unregister_system_shared_memory(name or None)
 
 
@@ -79,12 +103,14 @@ def cuda_regions(server: Server, name: Optional[str]) -> list[dict[str, Any]]:
     return cuda_status(shared_memory_of(server), name or None)
 
 
-def cuda_register(name: str) -> NoReturn:
+def cuda_register(allowed: bool, name: str) -> NoReturn:
+    check_client_shm(allowed)
     raise cuda_register_refusal(name)
 
 
-def cuda_unregister(name: Optional[str]) -> None:
+def cuda_unregister(allowed: bool, name: Optional[str]) -> None:
     """There are no CUDA regions: nothing to do, as Triton."""
+    check_client_shm(allowed)
 
 
 # ---- Tensors in regions ------------------------------------------------------------------
@@ -98,7 +124,9 @@ def place(params: dict[str, Any]) -> ShmRef:
     numbers = []
     for key in _OFFSET_SIZE:
         value = params.get(key, 0)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 63:
+        # Unsigned 64-bit, as Triton parses them; what does not fit the region is
+        # the registry's error (Invalid offset..., Integer overflow detected...).
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
             raise InvalidArgumentError(f"Unable to parse '{key}'")
         numbers.append(value)
     return ShmRef(region, numbers[0], numbers[1])
@@ -137,17 +165,51 @@ def shaped(name: str, ref: ShmRef, datatype: str, shape: list[Any]) -> ShmRef:
     return ref
 
 
-def place_in_shared_memory(call: "WireRequest", server: Server) -> Any:
+def place_in_shared_memory(call: "WireRequest", server: Server, allowed: bool) -> Any:
     """A call's inputs in regions become views of them (in place); returns
-    the allocator writing outputs into theirs (None if none is)."""
+    the allocator writing outputs into theirs (None if none is). ``allowed``:
+    the frontend lets its clients use shared memory (else refused, even for
+    regions the program registered in-process)."""
+    check_client_shm(allowed)
     registry = shared_memory_of(server)
-    for name, ref in call.shm_inputs.items():
-        where = registry.slice(ref.region, ref.offset, ref.byte_size)
-        call.inputs[name] = tensor_from_buffer(name, ref.datatype, ref.shape, where.view, 0,
-                                               ref.byte_size)
-    call.shm_inputs = {}
-    if not call.shm_outputs:
-        return None
-    return SystemSharedMemoryOutputs(registry, {
-        name: (ref.region, ref.offset, ref.byte_size)
-        for name, ref in call.shm_outputs.items()})
+    # The call holds its regions until release_shared_memory (its end): one
+    # unregistered meanwhile stays until then, as in Triton.
+    use = call.shm_use = registry.use()
+    weakref.finalize(call, use.release)  # a path that forgets still lets go
+    try:
+        for name, ref in call.shm_inputs.items():
+            where = registry.slice(ref.region, ref.offset, ref.byte_size, use)
+            check_input_byte_size(call.model_name, name, ref)
+            call.inputs[name] = tensor_from_buffer(name, ref.datatype, ref.shape, where.view, 0,
+                                                   ref.byte_size)
+        call.shm_inputs = {}
+        if not call.shm_outputs:
+            return None
+        return SystemSharedMemoryOutputs(registry, {
+            name: (ref.region, ref.offset, ref.byte_size)
+            for name, ref in call.shm_outputs.items()}, use)
+    except BaseException:
+        release_shared_memory(call)
+        raise
+
+
+def release_shared_memory(call: "WireRequest") -> None:
+    """The end of a call (its last response, or its failure): the regions it
+    used are no longer held; those unregistered meanwhile go now."""
+    use = call.shm_use
+    if use is not None:
+        call.shm_use = None
+        use.release()
+
+
+def check_input_byte_size(model: str, name: str, ref: ShmRef) -> None:
+    """A fixed-size input's region span must be what its shape takes: the
+    core's check, in the words of Triton's later cores, which clients read
+    (qa/L0_shared_memory test_too_big_shm)."""
+    if ref.datatype == "BYTES":
+        return  # its elements' lengths say; tensor_from_buffer checks them
+    expected = element_count(name, ref.shape) * ELEMENT_SIZE[ref.datatype]
+    if expected != ref.byte_size:
+        raise InvalidArgumentError(
+            f"input byte size mismatch for input '{name}' for model '{model}'. "
+            f"Expected {expected}, got {ref.byte_size}")

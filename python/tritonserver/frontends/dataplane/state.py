@@ -33,7 +33,8 @@ class Forbidden(TritonError):
 
 
 class PayloadTooLarge(InvalidArgumentError):
-    """A request body over the frontend's max_input_size (HTTP 413)."""
+    """A request body over the frontend's max_input_size, refused unread:
+    HTTP 400 as Triton answers it, and the connection closes."""
 
 
 def error_message(error: BaseException) -> str:

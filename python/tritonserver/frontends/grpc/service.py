@@ -51,6 +51,7 @@ from tritonserver.frontends.dataplane.inference import (
     send_request,
     tracing,
 )
+from tritonserver.frontends.dataplane.headers import forward_headers, forward_regex
 from tritonserver.frontends.dataplane.log_settings import log_settings_request
 from tritonserver.frontends.grpc.protos import Messages, messages
 from tritonserver.frontends._restricted import (
@@ -129,12 +130,15 @@ class _Service:
     """The RPC handlers for one server, run by grpcio's synchronous server
     on its thread pool: an inference call waits for the core without the GIL."""
 
+    forward: Any = None  # the header forward pattern: metadata forwarded as parameters
+
     def __init__(self, server: Server, m: Messages, restrictions: dict[Protocols, tuple[str, str]],
-                 compress: bool):
+                 compress: bool, client_shm: bool = False):
         self.server = server
         self.m = m
         self.restrictions = restrictions
         self.compress = compress
+        self.client_shm = client_shm  # clients may use shared memory (allow_client_shm)
         self.state = c.state_of(server)
         self.inflight = _InFlight()
 
@@ -270,12 +274,12 @@ class _Service:
         return out
 
     def shm_register(self, request: Any, context: Any) -> Any:
-        _shm.register(self.server, request.name, request.key, request.byte_size,
-                      request.offset)
+        _shm.register(self.server, self.client_shm, request.name, request.key,
+                      request.byte_size, request.offset)
         return self.m.SystemSharedMemoryRegisterResponse()
 
     def shm_unregister(self, request: Any, context: Any) -> Any:
-        _shm.unregister(self.server, request.name)
+        _shm.unregister(self.server, self.client_shm, request.name)
         return self.m.SystemSharedMemoryUnregisterResponse()
 
     def cuda_shm_status(self, request: Any, context: Any) -> Any:
@@ -283,10 +287,10 @@ class _Service:
         return self.m.CudaSharedMemoryStatusResponse()  # no CUDA regions
 
     def cuda_shm_register(self, request: Any, context: Any) -> Any:
-        _shm.cuda_register(request.name)
+        _shm.cuda_register(self.client_shm, request.name)
 
     def cuda_shm_unregister(self, request: Any, context: Any) -> Any:
-        _shm.cuda_unregister(request.name)
+        _shm.cuda_unregister(self.client_shm, request.name)
         return self.m.CudaSharedMemoryUnregisterResponse()
 
     # ---- inference ----
@@ -294,13 +298,15 @@ class _Service:
     def model_infer(self, request: Any, context: Any) -> Any:
         read = time.monotonic_ns() if tracing(self.server) else 0
         call, _ = call_from_request(request)
+        forward_headers(self.forward, context.invocation_metadata() or (), call.parameters)
         if read:  # the trace's gRPC timestamps, as Triton's frontend takes them
             call.trace_marks = [("GRPC_WAITREAD_START", read),
                                 ("GRPC_WAITREAD_END", time.monotonic_ns())]
         entry = once_entry(self.state, self.server, call,
                            "ModelInfer RPC doesn't support models with decoupled transaction "
                            "policy; use ModelStreamInfer")
-        iterator = send_request(call, self.server, entry, asynchronous=False)
+        iterator = send_request(call, self.server, entry, asynchronous=False,
+                                client_shm=self.client_shm)
         self.inflight.add(iterator)
         try:
             response = None
@@ -316,6 +322,7 @@ class _Service:
             raise
         finally:
             self.inflight.discard(iterator)
+            _shm.release_shared_memory(call)  # before the client hears the answer
         response = finish_once(call, response)
         if self.compress:
             import grpc  # type: ignore[import-untyped, unused-ignore]
@@ -338,7 +345,11 @@ class _Service:
             import grpc  # type: ignore[import-untyped, unused-ignore]
 
             context.set_compression(grpc.Compression.Gzip)
-        return InferStream(self.server, self.state, self.m, self.inflight).responses(requests)
+        stream = InferStream(self.server, self.state, self.m, self.inflight, self.client_shm)
+        if self.forward is not None:  # the stream's metadata, for each of its requests
+            stream.forward = self.forward
+            stream.headers = tuple(context.invocation_metadata() or ())
+        return stream.responses(requests)
 
     # ---- gRPC health ----
 
@@ -486,14 +497,20 @@ class KServeGrpc(Frontend):
         ``infer_compression_level``: compress inference responses (gzip) unless NONE.
         ``max_input_size``: the largest request message, in bytes
         (RESOURCE_EXHAUSTED beyond it).
+        ``allow_client_shm``: clients may register, unregister and use
+        system shared memory regions (Triton's ``--allow-client-shm``; off:
+        a region names any shared memory object this process can open).
         ``restricted_features``: protocol groups that need a metadata key
         (sent as ``triton-grpc-protocol-<key>``), see RestrictedFeatures.
         ``infer_thread_count``: threads running RPCs (an RPC holds one while
         it runs; an open stream or health Watch holds one for its life), and
         as many more running the requests of streams.
-        ``infer_allocation_pool_size``, ``max_response_pool_size`` and
-        ``forward_header_pattern`` are accepted for compatibility: there are
-        no allocation pools to size, and headers are not forwarded over gRPC.
+        ``forward_header_pattern``: a regex; request metadata whose keys it
+        finds (case-insensitively unless it starts with ``(?-i)``) are passed
+        to the model as request parameters, as Triton's
+        ``--grpc-header-forward-pattern`` does.
+        ``infer_allocation_pool_size`` and ``max_response_pool_size`` are
+        accepted for compatibility: there are no allocation pools to size.
         """
 
         address: str = "127.0.0.1"
@@ -519,13 +536,15 @@ class KServeGrpc(Frontend):
         forward_header_pattern: str = ""
         max_input_size: int = c.DEFAULT_MAX_INPUT_SIZE
         restricted_features: RestrictedLike = None
+        allow_client_shm: bool = False
 
     def __init__(self, server: Server, options: Optional["KServeGrpc.Options"] = None):
         super().__init__(server, options, KServeGrpc.Options)
         o = self.options
         name = "KServeGrpc.Options"
         check_socket_options("KServeGrpc", o)
-        for flag in ("use_ssl", "use_mutual_auth", "keepalive_permit_without_calls"):
+        for flag in ("use_ssl", "use_mutual_auth", "keepalive_permit_without_calls",
+                     "allow_client_shm"):
             check_bool(f"{name}.{flag}", getattr(o, flag))
         for number in ("keepalive_time_ms", "keepalive_timeout_ms",
                        "http2_max_pings_without_data",
@@ -543,8 +562,7 @@ class KServeGrpc(Frontend):
                 f"{o.infer_compression_level!r}") from None
         if self._compression == Grpc_compression_level.COUNT:
             raise InvalidArgumentError(f"{name}.infer_compression_level: COUNT is not a level")
-        if not isinstance(o.forward_header_pattern, str):
-            raise InvalidArgumentError(f"{name}.forward_header_pattern: expected a str")
+        self._forward = forward_regex(o.forward_header_pattern, f"{name}.forward_header_pattern")
         self._credentials: Optional[tuple[bytes, bytes, Optional[bytes]]] = None
         if o.use_ssl:
             if not o.server_cert or not o.server_key:
@@ -591,7 +609,9 @@ class KServeGrpc(Frontend):
 
         o = self.options
         service = _Service(self.server, self._messages, self._restrictions,
-                           self._compression != Grpc_compression_level.NONE)
+                           self._compression != Grpc_compression_level.NONE,
+                           bool(o.allow_client_shm))
+        service.forward = self._forward
         host = f"[{o.address}]" if ":" in o.address and not o.address.startswith("[") \
             else o.address
         target = f"{host}:{o.port}"

@@ -12,6 +12,8 @@ from typing import Any, Iterator
 from tritonserver import Server
 from tritonserver.frontends.dataplane import state as c
 from tritonserver.frontends.dataplane.inference import model_version, select_outputs, send_request
+from tritonserver.frontends.dataplane.headers import forward_headers
+from tritonserver.frontends.dataplane.shared_memory import release_shared_memory
 from tritonserver.frontends.grpc.codec import call_from_request, infer_response, parse_message
 from tritonserver.frontends.grpc.protos import Messages
 
@@ -43,11 +45,17 @@ class InferStream:
     One queue per stream takes every request's responses on the core's
     callbacks, each tagged with its request (a thread per request would
     race to write them). ``inflight``: the service's set of running
-    iterators (add, discard), which its stop cancels."""
+    iterators (add, discard), which its stop cancels. ``forward``: the
+    header forward pattern, ``headers``: the stream's metadata it is
+    matched against, for each request."""
+
+    forward: Any = None
+    headers: tuple[tuple[str, Any], ...] = ()
 
     def __init__(self, server: Server, state: c.ServerState, messages: Messages,
-                 inflight: Any):
+                 inflight: Any, client_shm: bool = False):
         self.server, self.state, self.m, self.inflight = server, state, messages, inflight
+        self.client_shm = client_shm  # its clients may use shared memory
         self.out: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.running: dict[int, Any] = {}  # request number -> its iterator, until final
         self.lock = threading.Lock()
@@ -75,6 +83,7 @@ class InferStream:
                         iterator = self.running.pop(sent.number, None)
                     if iterator is not None:
                         self.inflight.discard(iterator)
+                    release_shared_memory(sent.call)  # before the client hears the answer
                 message = self._message(sent, response)
                 if message is not None:
                     yield message
@@ -101,6 +110,7 @@ class InferStream:
         m = self.m
         try:
             call, empty_final = call_from_request(parse_message(m.ModelInferRequest, data))
+            forward_headers(self.forward, self.headers, call.parameters)
             entry = self.state.entry(self.server, call.model_name, call.model_version)
             sent = _Sent(number, self.out, call, empty_final, entry,
                          model_version(entry, call.model_version))
@@ -108,7 +118,7 @@ class InferStream:
             with self.lock:  # in the table before a response can arrive
                 self.running[number] = None
                 iterator = send_request(call, self.server, entry, asynchronous=False,
-                                        raise_on_error=False)
+                                        raise_on_error=False, client_shm=self.client_shm)
                 self.running[number] = iterator
             self.inflight.add(iterator)
         except Exception as e:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 from tritonserver import InvalidArgumentError, Server
 from tritonserver._trace import parse_update
 from tritonserver.frontends.dataplane import state as c
+from tritonserver.frontends.dataplane.headers import forward_regex
 from tritonserver.frontends.dataplane import generate as _generate
 from tritonserver.frontends.http import json_codec as _json
 from tritonserver.frontends.dataplane import metadata as _metadata
@@ -69,6 +70,7 @@ class HttpSettings:
     max_input_size: int = c.DEFAULT_MAX_INPUT_SIZE
     restricted_features: RestrictedLike = None
     header_forward_pattern: str = ""
+    allow_client_shm: bool = False
     _restrictions: dict[Protocols, tuple[str, str]] = field(default_factory=dict, repr=False)
     _forward: Optional["re.Pattern[str]"] = field(default=None, repr=False)
 
@@ -79,13 +81,9 @@ class HttpSettings:
                 f"max_input_size: expected a positive number of bytes, got {size!r}")
         self._restrictions = restriction_table(
             as_restricted(self.restricted_features, "restricted_features"))
-        if not isinstance(self.header_forward_pattern, str):
-            raise InvalidArgumentError("header_forward_pattern: expected a str (a regex)")
-        if self.header_forward_pattern:
-            try:
-                self._forward = re.compile(self.header_forward_pattern, re.IGNORECASE)
-            except re.error as e:
-                raise InvalidArgumentError(f"header_forward_pattern: not a regex: {e}") from None
+        if not isinstance(self.allow_client_shm, bool):
+            raise InvalidArgumentError("allow_client_shm: expected a bool")
+        self._forward = forward_regex(self.header_forward_pattern, "header_forward_pattern")
 
 
 class _Endpoint:
@@ -123,7 +121,12 @@ class _Endpoint:
                 error = c.unavailable_if_stopped(server, e)
             status = 405 if isinstance(error, _MethodNotAllowed) else http_status(error)
             extra = [(b"connection", b"close")] if isinstance(error, c.PayloadTooLarge) else None
-            await send_reply(send, status, JSON_TYPE, error_body(c.error_message(error)), extra)
+            message = c.error_message(error)
+            # The error's traceback holds this frame, which holds the error: a cycle that
+            # would keep the failed request's body (up to max_input_size) until the next
+            # full garbage collection (Triton's server PR #8764 fixed such a retention).
+            del error
+            await send_reply(send, status, JSON_TYPE, error_body(message), extra)
             return
         if reply is not None:
             status, content_type, body, extra = reply
@@ -243,13 +246,15 @@ class _Api:
 
     async def shm_register(self, scope: Scope, receive: Receive, send: Send, server: Server,
                            region_name: str) -> Reply:
+        allowed = self.settings.allow_client_shm
+        _shm.check_client_shm(allowed)  # before the body is read, as Triton
         request = await self._json_body(scope, receive, "register")
-        _shm.register(server, region_name, *_shm.register_fields(request))
+        _shm.register(server, allowed, region_name, *_shm.register_fields(request))
         return 200, JSON_TYPE, b"", []
 
     async def shm_unregister(self, scope: Scope, receive: Receive, send: Send, server: Server,
                              region_name: Optional[str] = None) -> Reply:
-        _shm.unregister(server, region_name)
+        _shm.unregister(server, self.settings.allow_client_shm, region_name)
         return 200, JSON_TYPE, b"", []
 
     async def cuda_shm_status(self, scope: Scope, receive: Receive, send: Send,
@@ -258,11 +263,11 @@ class _Api:
 
     async def cuda_shm_register(self, scope: Scope, receive: Receive, send: Send,
                                 server: Server, region_name: str) -> Reply:
-        _shm.cuda_register(region_name)
+        _shm.cuda_register(self.settings.allow_client_shm, region_name)
 
     async def cuda_shm_unregister(self, scope: Scope, receive: Receive, send: Send,
                                   server: Server, region_name: Optional[str] = None) -> Reply:
-        _shm.cuda_unregister(region_name)
+        _shm.cuda_unregister(self.settings.allow_client_shm, region_name)
         return 200, JSON_TYPE, b"", []
 
     # ---- Inference ---------------------------------------------------------------------
@@ -285,7 +290,8 @@ class _Api:
         if recv_start:  # the trace's HTTP timestamps, as Triton's frontend takes them
             call.trace_marks = [("HTTP_RECV_START", recv_start),
                                 ("HTTP_RECV_END", time.monotonic_ns())]
-        response, entry = await infer_once(server, call, self._state_of(server))
+        response, entry = await infer_once(server, call, self._state_of(server),
+                                           self.settings.allow_client_shm)
         if call.traced is None:
             return infer_reply(headers, entry, response, call, kinds, default_binary)
         send_start = time.monotonic_ns()
@@ -539,10 +545,18 @@ class KServeHttp(AsgiFrontend):
         - ``header_forward_pattern``: a regex; request headers whose names
           match become string parameters of the inference request.
         - ``max_input_size``: the largest request body accepted, in bytes
-          (Triton's ``--http-max-input-size``); larger ones get 413 before
+          (Triton's ``--http-max-input-size``); larger ones get 400 (as from Triton) before
           their body is read.
         - ``restricted_features``: API groups that need a header (see
           RestrictedFeatures), e.g. ``["model-repository,logging:admin=secret"]``.
+        - ``ssl_certfile``, ``ssl_keyfile``: serve HTTPS with this certificate
+          (PEM, chain after it) and key; ``ssl_ca_certs`` and ``ssl_cert_reqs``
+          ("none", "optional", "required"; default "required" with
+          ``ssl_ca_certs``) check client certificates.
+        - ``allow_client_shm``: clients may register, unregister and use
+          system shared memory regions (Triton's ``--allow-client-shm``). Off
+          by default: a region names any shared memory object this process
+          can open, so a client could read and write other processes' memory.
         """
 
         address: str = "127.0.0.1"
@@ -552,6 +566,11 @@ class KServeHttp(AsgiFrontend):
         header_forward_pattern: str = ""
         max_input_size: int = c.DEFAULT_MAX_INPUT_SIZE
         restricted_features: RestrictedLike = None
+        allow_client_shm: bool = False
+        ssl_certfile: str = ""
+        ssl_keyfile: str = ""
+        ssl_ca_certs: str = ""
+        ssl_cert_reqs: Optional[str] = None
 
     _service_name = "tritonserver-http"
 
@@ -560,7 +579,8 @@ class KServeHttp(AsgiFrontend):
         o = self.options
         self.settings = HttpSettings(max_input_size=o.max_input_size,
                                      restricted_features=o.restricted_features,
-                                     header_forward_pattern=o.header_forward_pattern)
+                                     header_forward_pattern=o.header_forward_pattern,
+                                     allow_client_shm=o.allow_client_shm)
         self.app = create_http_app(server, self.settings)
 
     @property

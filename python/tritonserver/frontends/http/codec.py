@@ -23,6 +23,7 @@ from tritonserver.frontends.http.wire import (
     compress,
     json_bytes,
 )
+from tritonserver.frontends.dataplane.headers import forward_headers
 from tritonserver.frontends.dataplane.inference import (WireRequest, model_version,
                                                         set_request_parameter)
 from tritonserver.frontends.dataplane.tensors import (
@@ -43,31 +44,19 @@ def parse_infer(scope: Scope, body: bytes, header_length: Optional[bytes], model
     """A JSON (and binary) inference request to a call: (call, whether each
     requested output is sent as binary data (None: none named), the default)."""
     size = len(body)
-    if header_length is None:
-        json_end = size
-    else:
-        try:
-            json_end = int(header_length)
-        except ValueError:
-            raise InvalidArgumentError(
-                f"Unable to parse Inference-Header-Content-Length, got: "
-                f"{header_length.decode('latin-1')!r}") from None
-        if not 0 < json_end <= size:
-            raise InvalidArgumentError(
-                f"inference header size should be in range (0, {size}], got: {json_end}")
+    json_end = size if header_length is None else inference_header_length(header_length, size)
     try:
         request = _json.loads(body if json_end == size else body[:json_end])
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        # RecursionError: the standard library's parser (no orjson) on deep nesting
         raise InvalidArgumentError(f"failed to parse the request JSON buffer: {e}") from None
     if not isinstance(request, dict):
         raise InvalidArgumentError("the inference request must be a JSON object")
     call = WireRequest(model_name=model_name, model_version=version)
     default_binary = parse_parameters(call, request.get("parameters"))
     if forward is not None:
-        for key, value in scope["headers"]:
-            name = key.decode("latin-1")
-            if forward.match(name):
-                call.parameters[name] = value.decode("latin-1")
+        forward_headers(forward, ((key.decode("latin-1"), value.decode("latin-1"))
+                                  for key, value in scope["headers"]), call.parameters)
     request_id = request.get("id")
     if request_id is not None:
         if not isinstance(request_id, str):
@@ -119,6 +108,27 @@ def parse_infer(scope: Scope, body: bytes, header_length: Optional[bytes], model
             kinds[name] = binary
         call.requested_outputs = names
     return call, kinds, default_binary
+
+
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+_DECIMAL = re.compile(rb"[ \t]*[+-]?[0-9]+[ \t]*")
+
+
+def inference_header_length(value: bytes, size: int) -> int:
+    """Inference-Header-Content-Length of a body of ``size`` bytes, with
+    Triton's texts (server PR #8925: a value past int32 crashed it)."""
+    text = value.decode("latin-1")
+    if _DECIMAL.fullmatch(value) is None:
+        raise InvalidArgumentError(f"Unable to parse Inference-Header-Content-Length, got: {text}")
+    length = int(value)
+    if not _INT32_MIN <= length <= _INT32_MAX:
+        raise InvalidArgumentError(
+            f"Unable to parse Inference-Header-Content-Length, value is out of range "
+            f"[ {_INT32_MIN}, {_INT32_MAX} ], got: {text}")
+    if not 0 < length <= size:
+        raise InvalidArgumentError(
+            f"inference header size should be in range (0, {size}), got: {text}")
+    return length
 
 
 def parse_parameters(call: WireRequest, params: Any) -> bool:

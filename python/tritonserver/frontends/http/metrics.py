@@ -50,12 +50,22 @@ class Metrics(AsgiFrontend):
 
     @dataclass
     class Options:
-        """Metrics frontend options (names as in NVIDIA's tritonfrontend)."""
+        """Metrics frontend options (names as in NVIDIA's tritonfrontend).
+
+        ``ssl_certfile``, ``ssl_keyfile``: serve HTTPS with this certificate
+        (PEM, chain after it) and key; ``ssl_ca_certs`` and ``ssl_cert_reqs``
+        ("none", "optional", "required"; default "required" with
+        ``ssl_ca_certs``) check client certificates.
+        """
 
         address: str = "127.0.0.1"
         port: int = 8002
         reuse_port: bool = False
         thread_count: int = 1
+        ssl_certfile: str = ""
+        ssl_keyfile: str = ""
+        ssl_ca_certs: str = ""
+        ssl_cert_reqs: Optional[str] = None
 
     _service_name = "tritonserver-metrics"
 
@@ -65,6 +75,6 @@ class Metrics(AsgiFrontend):
 
     @property
     def url(self) -> str:
-        return f"http://{self.options.address}:{self.port}/metrics"
+        return f"{self.scheme}://{self.options.address}:{self.port}/metrics"
 
 

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import http
+import json
 import logging
 import socket
+import ssl
 import urllib.parse
 from typing import Any, Callable, Optional
 
@@ -28,6 +30,11 @@ import httptools
 
 FLOW_LIMIT = 1 << 20  # body bytes buffered before reading pauses
 MAX_HEAD = 64 << 10  # request line and headers, in bytes
+# Non-empty chunks of one chunked body: Triton's kMaxChunkedChunks (server PR #8770);
+# many tiny chunks cost far more memory than their bytes.
+MAX_CHUNKS = 65536
+TOO_MANY_CHUNKS = (f"Chunked request body exceeds maximum of {MAX_CHUNKS} non-empty chunks. "
+                   "Send fewer or larger HTTP chunks.")
 COPY_LIMIT = 64 << 10  # bodies smaller than this are joined to their head
 KEEP_ALIVE_S = 75.0  # a connection waiting this long on its client is closed
 SWEEP_S = 1.0  # how often idle connections are looked for
@@ -46,10 +53,14 @@ def _status_line(status: int) -> bytes:
     return b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))
 
 
-def _plain_response(status: int, text: str) -> bytes:
-    """A text answer after which the connection closes (every caller closes it)."""
-    body = text.encode()
-    return (_status_line(status) + b"content-type: text/plain; charset=utf-8\r\n"
+def _plain_response(status: int, text: str, as_json: bool = False) -> bytes:
+    """A text answer after which the connection closes (every caller closes it);
+    ``as_json``: Triton's JSON error body instead, for what the frontends refuse."""
+    if as_json:
+        body, kind = json.dumps({"error": text}).encode(), b"application/json"
+    else:
+        body, kind = text.encode(), b"text/plain; charset=utf-8"
+    return (_status_line(status) + b"content-type: %s\r\n" % kind +
             b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body) + body)
 
 
@@ -202,7 +213,9 @@ class _Connection(asyncio.Protocol):
         self.head_started = 0.0  # loop time the head began
         self.messages = 0  # requests begun on this connection
         self.expect: Optional[bytes] = None
-        self.refusal: Optional[tuple[int, str]] = None  # a limit the head went past
+        self.refusal: Optional[tuple[Any, ...]] = None  # a limit the request went past
+        self.chunks = 0  # non-empty chunks of the body being parsed
+        self.chunk_open = False  # a chunk has begun and none of its bytes is counted yet
         self.refused: Optional[bytes] = None  # the error answer, after what is in flight
         self.parsing: Optional[_Cycle] = None  # the request being parsed
         self.current: Optional[_Cycle] = None  # the request the app runs
@@ -309,6 +322,8 @@ class _Connection(asyncio.Protocol):
         self.headers = []
         self.head_size = 0
         self.expect = None
+        self.chunks = 0
+        self.chunk_open = False
 
     def on_url(self, url: bytes) -> None:
         self.url += url
@@ -357,10 +372,19 @@ class _Connection(asyncio.Protocol):
             self.queued.append(cycle)
             self.pause_reading()  # one request ahead at most
 
+    def on_chunk_header(self) -> None:
+        self.chunk_open = True
+
     def on_body(self, body: bytes) -> None:
         cycle = self.parsing
         if cycle is None or cycle.disconnected or cycle.finished:
             return  # answered without reading it: the rest is dropped as it comes
+        if self.chunk_open:  # the first bytes of a chunk: one more non-empty chunk
+            self.chunk_open = False
+            self.chunks += 1
+            if self.chunks > MAX_CHUNKS:
+                self.refusal = (400, TOO_MANY_CHUNKS, True)
+                raise ValueError(TOO_MANY_CHUNKS)  # stops the parser; data_received answers
         cycle.body.append(body)
         cycle.buffered += len(body)
         if cycle.buffered >= FLOW_LIMIT:
@@ -438,12 +462,13 @@ class _Connection(asyncio.Protocol):
             return
         self.resume_reading()
 
-    def close_after_response(self, cycle: _Cycle) -> None:
+    def close_after_response(self, cycle: Optional[_Cycle]) -> None:
         """Close once the answer is out. Request bytes still coming (a body
         answered without being read: a 413, say) are read and dropped for a
         while first: closing on unread data would reset the connection, and
         the client could lose the answer."""
-        if cycle.complete or cycle.disconnected or self.transport is None or self.closed:
+        if (cycle is None or cycle.complete or cycle.disconnected) and self.lingering < 0 \
+                or self.transport is None or self.closed:
             self.close()
             return
         self.lingering = 0
@@ -458,11 +483,16 @@ class _Connection(asyncio.Protocol):
         if self.lingering > LINGER_BYTES:
             self.close()
 
-    def _refuse(self, status: int, text: str) -> None:
+    def _refuse(self, status: int, text: str, in_body: bool = False) -> None:
         """A request the parser refused: answered once the requests before
-        it are, then the connection closes."""
-        self.refused = _plain_response(status, text)
+        it are, then the connection closes. ``in_body``: refused inside its
+        body (Triton's JSON error), whose rest is read and dropped until the
+        close, as after a 413 (closing on unread bytes would reset the
+        connection, and the client could lose the answer)."""
+        self.refused = _plain_response(status, text, in_body)
         self.pause_reading()
+        if in_body:
+            self.lingering = 0
         cycle = self.parsing
         if cycle is not None and not cycle.complete:  # its body will not come
             cycle.keep_alive = False
@@ -470,7 +500,10 @@ class _Connection(asyncio.Protocol):
             cycle.wake()
         if self.current is None and not self.queued:
             self.write(self.refused)
-            self.close()
+            if in_body:
+                self.close_after_response(cycle)
+            else:
+                self.close()
 
     # ---- transport ----
 
@@ -563,9 +596,11 @@ class HttpServer:
     within ``timeout`` seconds, then ends the rest with 503 and closes every
     connection."""
 
-    def __init__(self, app: Any, sock: socket.socket, keep_alive_s: float = KEEP_ALIVE_S):
+    def __init__(self, app: Any, sock: socket.socket, keep_alive_s: float = KEEP_ALIVE_S,
+                 tls: Optional[ssl.SSLContext] = None):
         self.app = app
         self.sock = sock
+        self.tls = tls  # HTTPS: the handshake is asyncio's, before the first byte
         self.keep_alive_s = keep_alive_s
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self.connections: set[_Connection] = set()
@@ -578,7 +613,9 @@ class HttpServer:
         self.loop = asyncio.get_running_loop()
         self._done = asyncio.Event()
         self._server = await self.loop.create_server(lambda: _Connection(self), sock=self.sock,
-                                                     backlog=2048)
+                                                     backlog=2048, ssl=self.tls,
+                                                     ssl_handshake_timeout=(
+                                                         self.keep_alive_s if self.tls else None))
         ready(None)
         self._sweeper = self.loop.call_later(SWEEP_S, self._sweep)
         try:

@@ -37,11 +37,10 @@ _HTTP_STATUS: list[tuple[type, int]] = [
 
 def http_status(error: BaseException) -> int:
     """Triton's HTTP status for an error: not found 404, unavailable 503,
-    unsupported 501, internal 500, anything else 400."""
+    unsupported 501, internal 500, anything else 400 (a body over the size
+    limit too, as Triton answers it)."""
     if isinstance(error, c.Forbidden):
         return 403
-    if isinstance(error, c.PayloadTooLarge):
-        return 413
     for cls, status in _HTTP_STATUS:
         if isinstance(error, cls):
             return status
@@ -130,10 +129,24 @@ def decompress(data: bytes, encoding: bytes, limit: int) -> bytes:
         raise InvalidArgumentError(f"the {name} request body cannot be decompressed: {e}") \
             from None
     if len(out) > limit or decompressor.unconsumed_tail:
-        raise c.PayloadTooLarge(
-            f"the decompressed request body exceeds the maximum allowed input size of "
-            f"{limit} bytes")
+        # Inflated no further than the limit; Triton's status and text (server PR #8570).
+        raise InvalidArgumentError(
+            f"Decompressed data size exceeds the maximum allowed value of {limit} bytes. "
+            "Use --http-max-input-size to increase the limit.")
     return out
+
+
+def too_large(scope: Scope, size: str, limit: int) -> c.PayloadTooLarge:
+    """A body of ``size`` bytes over ``limit``, refused before it is read (the
+    connection then closes) with Triton's texts (server PRs #8174, #8432): a raw
+    binary request's (Inference-Header-Content-Length 0), else a JSON one's."""
+    if header(scope, HEADER_LENGTH) == b"0":
+        return c.PayloadTooLarge(
+            f"Raw input has a byte_size ({size} bytes) that exceeds the maximum allowed value "
+            f"of {limit} bytes. Use --http-max-input-size to increase the limit.")
+    return c.PayloadTooLarge(
+        f"request JSON size of {size} bytes exceeds the maximum allowed input size of "
+        f"{limit} bytes. Use --http-max-input-size to increase the limit.")
 
 
 async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
@@ -146,17 +159,14 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
         except ValueError:
             raise InvalidArgumentError("invalid Content-Length header") from None
         if length > limit:
-            raise c.PayloadTooLarge(
-                f"request body of {length} bytes exceeds the maximum allowed input size of "
-                f"{limit} bytes")
+            raise too_large(scope, str(length), limit)
     message = await receive()
     if message["type"] == "http.disconnect":
         raise Disconnected()
     body: bytes = message.get("body", b"")
     total = len(body)
     if total > limit:
-        raise c.PayloadTooLarge(
-            f"request body exceeds the maximum allowed input size of {limit} bytes")
+        raise too_large(scope, f"at least {total}", limit)
     if not message.get("more_body", False):
         return body
     chunks = [body]
@@ -167,8 +177,7 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
         chunk = message.get("body", b"")
         total += len(chunk)
         if total > limit:
-            raise c.PayloadTooLarge(
-                f"request body exceeds the maximum allowed input size of {limit} bytes")
+            raise too_large(scope, f"at least {total}", limit)
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
