@@ -212,7 +212,7 @@ def _tensor(name: str, dtype: str, dims: str) -> str:
     return f'  {{\n    name: "{name}"\n    data_type: {dtype}\n    dims: [ {dims} ]\n  }}'
 
 
-def _add_sub_config(name: str, dtype: str) -> str:
+def add_sub_config(name: str, dtype: str) -> str:
     ins = ",\n".join(_tensor(n, dtype, "16") for n in ("INPUT0", "INPUT1"))
     outs = ",\n".join(_tensor(n, dtype, "16") for n in ("OUTPUT0", "OUTPUT1"))
     return (f'name: "{name}"\nbackend: "python"\nmax_batch_size: 8\n'
@@ -253,7 +253,7 @@ def _dyna_config(name: str, corrid_type: str) -> str:
         'instance_group [\n  {\n    count: 2\n    kind: KIND_CPU\n  }\n]\n')
 
 
-STRING_CONFIG = _add_sub_config("simple_string", "TYPE_STRING")
+STRING_CONFIG = add_sub_config("simple_string", "TYPE_STRING")
 IDENTITY_CONFIG = (
     'name: "simple_identity"\nbackend: "python"\nmax_batch_size: 8\n'
     'input [\n' + _tensor("INPUT0", "TYPE_STRING", "-1") + '\n]\n'
@@ -319,7 +319,7 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
-def _python_model(root: str, name: str, config: str, code: str) -> None:
+def python_model(root: str, name: str, config: str, code: str) -> None:
     _write(os.path.join(root, name, "config.pbtxt"), config)
     _write(os.path.join(root, name, "1", "model.py"), code)
 
@@ -345,7 +345,7 @@ def build_densenet_standin(root: str, server_mirror: str = SERVER_MIRROR) -> Non
     favouring VULTURE) -> softmax. A python model so that both servers run it:
     the executable has no ONNX Runtime backend in the pip core."""
     folder = os.path.join(root, "densenet_onnx")
-    _python_model(root, "densenet_onnx", DENSENET_CONFIG, DENSENET)
+    python_model(root, "densenet_onnx", DENSENET_CONFIG, DENSENET)
     _write(os.path.join(folder, "densenet_labels.txt"), densenet_labels(server_mirror))
 
 
@@ -356,15 +356,15 @@ def build(root: str, http: bool = False, densenet: bool = True,
     config (no model file), so that a repository index counts as QA's: only
     for explicit model control, where it is never loaded."""
     os.makedirs(root, exist_ok=True)
-    _python_model(root, "simple", _add_sub_config("simple", "TYPE_INT32"), ADD_SUB)
+    python_model(root, "simple", add_sub_config("simple", "TYPE_INT32"), ADD_SUB)
     if not http:
-        _python_model(root, "simple_int8", _add_sub_config("simple_int8", "TYPE_INT8"), ADD_SUB)
-    _python_model(root, "simple_string", STRING_CONFIG, STRING_ADD_SUB)
-    _python_model(root, "simple_identity", IDENTITY_CONFIG, IDENTITY)
-    _python_model(root, "simple_sequence", SEQUENCE_CONFIG, SEQUENCE)
-    _python_model(root, "simple_dyna_sequence",
+        python_model(root, "simple_int8", add_sub_config("simple_int8", "TYPE_INT8"), ADD_SUB)
+    python_model(root, "simple_string", STRING_CONFIG, STRING_ADD_SUB)
+    python_model(root, "simple_identity", IDENTITY_CONFIG, IDENTITY)
+    python_model(root, "simple_sequence", SEQUENCE_CONFIG, SEQUENCE)
+    python_model(root, "simple_dyna_sequence",
                   _dyna_config("simple_dyna_sequence", "TYPE_UINT64"), DYNA_SEQUENCE)
-    _python_model(root, "simple_string_dyna_sequence",
+    python_model(root, "simple_string_dyna_sequence",
                   _dyna_config("simple_string_dyna_sequence", "TYPE_STRING"), STRING_DYNA_SEQUENCE)
     problem = None
     if densenet:

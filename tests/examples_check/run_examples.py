@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -216,7 +216,7 @@ def checks() -> List[Check]:
 # Servers
 # --------------------------------------------------------------------------- #
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
     except (OSError, AttributeError):
@@ -286,7 +286,7 @@ class Server:
             log.flush()
             self.process = subprocess.Popen(
                 self._command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, cwd=self.cwd, start_new_session=True, preexec_fn=_die_with_parent)
+                env=env, cwd=self.cwd, start_new_session=True, preexec_fn=die_with_parent)
 
     def wait_ready(self, deadline: float) -> bool:
         url = f"http://{HOST}:{self.http_port}/v2/health/ready"
@@ -398,15 +398,15 @@ def run_program(python: str, progs: str, check: Check, server: Server, env: dict
     try:
         done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL, env=run_env, cwd=cwd, timeout=timeout,
-                              preexec_fn=_die_with_parent)
+                              preexec_fn=die_with_parent)
         rc, out = done.returncode, done.stdout.decode("utf-8", "replace")
     except subprocess.TimeoutExpired as e:
         out = (e.stdout or b"").decode("utf-8", "replace")
         took = time.monotonic() - began
-        _save(log_path, cmd, None, out)
+        save_log(log_path, cmd, None, out)
         return Result("FAIL", f"timed out after {timeout:.0f} s", out, took)
     took = time.monotonic() - began
-    _save(log_path, cmd, rc, out)
+    save_log(log_path, cmd, rc, out)
     reason = check.judge(rc, out, server.log_text())
     if server.process is not None and server.process.poll() is not None:
         server.error = f"exited with status {server.process.returncode} during an earlier row"
@@ -415,13 +415,29 @@ def run_program(python: str, progs: str, check: Check, server: Server, env: dict
     return Result("FAIL" if reason else "PASS", reason or "", out, took)
 
 
-def _save(path: str, cmd: List[str], rc: Optional[int], out: str) -> None:
+def save_log(path: str, cmd: List[str], rc: Optional[int], out: str) -> None:
     with open(path, "w") as f:
         f.write("$ " + " ".join(cmd) + f"\n# exit status: {rc}\n" + out)
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:120]
+
+
+def select_rows(rows: List[Any], only: Optional[str]) -> List[Any]:
+    """The rows whose ``key`` matches the --only regex (all without one)."""
+    if not only:
+        return rows
+    pattern = re.compile(only)
+    return [row for row in rows if pattern.search(row.key)]
+
+
+def chosen_servers(text: str, parser: argparse.ArgumentParser) -> List[str]:
+    """--servers as a list (exe, serve), or the parser's error."""
+    servers = [s for s in text.split(",") if s]
+    if any(s not in SERVERS for s in servers):
+        parser.error(f"--servers: one or more of {','.join(SERVERS)}")
+    return servers
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -450,10 +466,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         p.error("name the git clones of Triton's client and server repositories: "
                 "--client-mirror/--server-mirror, or TRITON_CLIENT_GIT/TRITON_SERVER_GIT")
 
-    rows = checks()
-    if args.only:
-        pattern = re.compile(args.only)
-        rows = [c for c in rows if pattern.search(c.key)]
+    rows = select_rows(checks(), args.only)
     if args.list:
         for i, c in enumerate(rows, 1):
             print(f"{i:3d} {c.proto:4s} {c.config:13s} {c.label}")
@@ -461,9 +474,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not rows:
         print("no row matches --only", file=sys.stderr)
         return 2
-    servers = [s for s in args.servers.split(",") if s]
-    if any(s not in SERVERS for s in servers):
-        p.error(f"--servers: one or more of {','.join(SERVERS)}")
+    servers = chosen_servers(args.servers, p)
 
     work = args.workdir or tempfile.mkdtemp(prefix="examples_check-", dir="/tmp")
     os.makedirs(work, exist_ok=True)
@@ -544,7 +555,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     if server.error:
                         results[i][server.kind] = Result("ERROR", f"server: {server.error}")
                         continue
-                    log_path = os.path.join(logs, f"{i + 1:02d}-{server.kind}-{_slug(c.key)}.log")
+                    log_path = os.path.join(logs, f"{i + 1:02d}-{server.kind}-{slug(c.key)}.log")
                     r = run_program(python, progs, c, server, env, image_path, work,
                                     args.timeout, log_path)
                     results[i][server.kind] = r

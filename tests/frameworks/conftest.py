@@ -285,6 +285,15 @@ def framework(request) -> Framework:
     return chosen
 
 
+@pytest.fixture(scope="module")
+def server(repo):
+    """A server on the test module's ``repo`` (each module makes its own),
+    configurations completed from the models."""
+    s = start_server(model_repository=repo, strict_model_config=False)
+    yield s
+    stop_within(s)
+
+
 def add_sub_works(framework: Framework, model: tritonserver.Model, rows: int = 2) -> None:
     """The add_sub model answers A + B and A - B for `rows` rows."""
     (a_name, b_name), (sum_name, diff_name) = framework.add_sub_names

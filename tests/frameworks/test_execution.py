@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import start_server, stop_within
 from frameworks.conftest import typed_values
 from parallel_runs import all_at_once, batched, overlapping
 
@@ -20,13 +19,6 @@ def repo(tmp_path_factory, framework):
     framework.write_identities(root)
     framework.write_slow(root)
     return root
-
-
-@pytest.fixture(scope="module")
-def server(repo):
-    s = start_server(model_repository=repo, strict_model_config=False)
-    yield s
-    stop_within(s)
 
 
 def test_requests_batched_by_the_dynamic_batcher_run_together(server, framework):

@@ -52,13 +52,6 @@ output [ { name: "SUM" data_type: TYPE_FP32 dims: [ 4 ] },
     return root
 
 
-@pytest.fixture(scope="module")
-def server(repo):
-    s = start_server(model_repository=repo, strict_model_config=False)
-    yield s
-    stop_within(s)
-
-
 def test_a_folder_with_external_data(explicit):
     s, repo = explicit
     models.write(repo, "external", models.scaled(5.0, size=1024), external_data=True)

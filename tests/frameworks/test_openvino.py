@@ -281,13 +281,6 @@ def repo(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope="module")
-def server(repo):
-    s = start_server(model_repository=repo, strict_model_config=False)
-    yield s
-    stop_within(s)
-
-
 def test_a_smaller_batch_is_padded_and_trimmed(server, repo):
     rng = np.random.default_rng(1)
     a, b = (rng.standard_normal((3, 4)).astype(np.float32) for _ in range(2))

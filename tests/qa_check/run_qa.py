@@ -229,8 +229,8 @@ def build_repositories(qa: str, work: str) -> Dict[str, str]:
     for folder in repos.values():
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder)
-    make_repo._python_model(repos["shm"], "simple",
-                            make_repo._add_sub_config("simple", "TYPE_INT32"), make_repo.ADD_SUB)
+    make_repo.python_model(repos["shm"], "simple",
+                            make_repo.add_sub_config("simple", "TYPE_INT32"), make_repo.ADD_SUB)
     models = os.path.join(qa, "python_models")
     _python_model_from(repos["shm-delayed"], "simple",
                        os.path.join(models, "execute_delayed_model"))
@@ -241,9 +241,9 @@ def build_repositories(qa: str, work: str) -> Dict[str, str]:
     shutil.copytree(os.path.join(qa, "L0_parameters", "model_repository"), repos["params"])
     for name in ("identity", "ensemble"):
         os.makedirs(os.path.join(repos["params"], name, "1"), exist_ok=True)
-    make_repo._python_model(repos["size"], "onnx_zero_1_float32", ZERO_1_FLOAT32,
+    make_repo.python_model(repos["size"], "onnx_zero_1_float32", ZERO_1_FLOAT32,
                             make_repo.IDENTITY)
-    make_repo._python_model(repos["size"], "simple_identity", make_repo.IDENTITY_CONFIG,
+    make_repo.python_model(repos["size"], "simple_identity", make_repo.IDENTITY_CONFIG,
                             make_repo.IDENTITY)
     return repos
 
@@ -278,7 +278,7 @@ class QAServer(ex.Server):
             log.flush()
             self.process = subprocess.Popen(
                 self._command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, cwd=self.cwd, start_new_session=True, preexec_fn=ex._die_with_parent)
+                env=env, cwd=self.cwd, start_new_session=True, preexec_fn=ex.die_with_parent)
 
     def stop_as_qa(self) -> Optional[int]:
         """SIGTERM to the server, its exit status (None: it had to be killed)."""
@@ -364,15 +364,15 @@ def run_row(row: Row, server: QAServer, qa: str, env: dict, timeout: float,
     try:
         done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL, env=run_env, cwd=cwd, timeout=timeout,
-                              preexec_fn=ex._die_with_parent)
+                              preexec_fn=ex.die_with_parent)
         rc, out = done.returncode, done.stdout.decode("utf-8", "replace")
     except subprocess.TimeoutExpired as e:
         out = (e.stdout or b"").decode("utf-8", "replace")
-        ex._save(log_path, cmd, None, out)
+        ex.save_log(log_path, cmd, None, out)
         return ex.Result("FAIL", f"timed out after {timeout:.0f} s", out,
                          time.monotonic() - began)
     took = time.monotonic() - began
-    ex._save(log_path, cmd, rc, out)
+    ex.save_log(log_path, cmd, rc, out)
     reason = None if rc == 0 else f"exit status {rc}"
     if reason is None and row.results is not None:
         reason = results_problem(results_file, row.results)
@@ -402,10 +402,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--tail", type=int, default=30, help="output lines shown per failure")
     args = p.parse_args(argv)
 
-    table = rows()
-    if args.only:
-        pattern = re.compile(args.only)
-        table = [r for r in table if pattern.search(r.key)]
+    table = ex.select_rows(rows(), args.only)
     if args.list:
         for i, r in enumerate(table, 1):
             print(f"{i:3d} {r.key}")
@@ -416,9 +413,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.server_mirror:
         p.error("name the git clone of Triton's server repository: --server-mirror or "
                 "TRITON_SERVER_GIT")
-    servers = [s for s in args.servers.split(",") if s]
-    if any(s not in SERVERS for s in servers):
-        p.error(f"--servers: one or more of {','.join(SERVERS)}")
+    servers = ex.chosen_servers(args.servers, p)
 
     work = args.workdir or tempfile.mkdtemp(prefix="qa_check-", dir="/tmp")
     logs = os.path.join(work, "logs")
@@ -458,7 +453,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     if server.error:
                         results[i][kind] = ex.Result("ERROR", f"server: {server.error}")
                     else:
-                        log_path = os.path.join(logs, f"{i + 1:02d}-{kind}-{ex._slug(r.key)}.log")
+                        log_path = os.path.join(logs, f"{i + 1:02d}-{kind}-{ex.slug(r.key)}.log")
                         results[i][kind] = run_row(r, server, qa, env, args.timeout, log_path)
             finally:
                 status = server.stop_as_qa()
