@@ -6,6 +6,7 @@ server repository's qa/L0_*/test.sh run them:
   qa/L0_shared_memory/shared_memory_test.py   over HTTP and gRPC (22 tests each)
   qa/L0_parameters/parameters_test.py         (5 tests)
   qa/L0_http/http_input_size_limit_test.py    (9 tests)
+  qa/L0_http/generate_endpoint_test.py        (18 tests)
 
 Standalone (not a pytest module, not run in CI): the QA files are read from
 a local mirror of github.com/triton-inference-server/server at run time, and
@@ -49,9 +50,13 @@ QA_PATHS = (
     "qa/common/test_util.py", "qa/common/infer_util.py", "qa/common/shm_util.py",
     "qa/L0_shared_memory/shared_memory_test.py",
     "qa/L0_parameters/parameters_test.py", "qa/L0_parameters/model_repository",
-    "qa/L0_http/http_input_size_limit_test.py",
+    "qa/L0_http/http_input_size_limit_test.py", "qa/L0_http/generate_endpoint_test.py",
     "qa/python_models/add_sub", "qa/python_models/execute_delayed_model",
+    "qa/python_models/generate_models",
 )
+# Stand-ins for what the QA scripts import and test.sh pip-installs, put on
+# their PYTHONPATH only where the client's Python lacks the real module.
+FALLBACKS = {"psutil": PSUTIL_FALLBACK, "sseclient": os.path.join(HERE, "sseclient_fallback")}
 TITLES = ex.TITLES
 SERVERS = ex.SERVERS
 
@@ -61,7 +66,8 @@ NOT_RUN = [
     "<backend>_int32_int32_int32 models: QA takes them from qa_model_repository (not "
     "available), and the pip core's executable has no backend for them; BACKENDS=python",
     "L0_shared_memory's CUDA shared memory suite (L0_cuda_shared_memory): GPU work",
-    "L0_parameters' class_count_test.py and L0_http's other scripts: not asked for here",
+    "L0_parameters' class_count_test.py and L0_http's other scripts (but the input size "
+    "limits and generate_endpoint_test.py): not asked for here",
     "L0_http's --http-max-input-size=0 / -1024 start-up refusals: test.sh lines, not tests "
     "of http_input_size_limit_test.py",
 ]
@@ -69,7 +75,7 @@ NOT_RUN = [
 
 @dataclass
 class Row:
-    suite: str                  # L0_shared_memory | L0_parameters | L0_http
+    suite: str                  # L0_shared_memory | L0_parameters | L0_http | L0_http_generate
     test: str                   # what test.sh runs: Class.method (or module.Class.method)
     proto: str                  # the protocol the row is about ("" for both)
     repo: str                   # which repository (see build_repositories)
@@ -80,6 +86,7 @@ class Row:
     graceful: bool = True       # test.sh fails a server that does not stop cleanly
     module: bool = False        # python -m unittest <test> (else python <script> <test>)
     script: str = ""
+    cwd: str = ""               # the qa/ folder it runs in (default: the suite's)
 
     @property
     def key(self) -> str:
@@ -154,6 +161,21 @@ def rows() -> List[Row]:
                  "test_large_input_compressed"):
         out.append(Row("L0_http", f"InferSizeLimitTest.{name}", "http", "size", increased,
                        "size-increased", graceful=False, script=size))
+    # ---- qa/L0_http/test.sh: the generate extension ---------------------------
+    # One server for the file (test.sh runs it whole, unittest's order: by name);
+    # set -e around `kill; wait` makes a server that does not stop cleanly a failure.
+    verbose = {"exe": ["--log-verbose=1"], "serve": ["--log-verbose=1"]}
+    for name in ("test_0_dimension_output", "test_close_connection_during_streaming",
+                 "test_complex_schema", "test_duplicate_inputs", "test_generate",
+                 "test_generate_stream", "test_generate_stream_response_error",
+                 "test_generate_with_all_inputs", "test_invalid_input_types",
+                 "test_json_dtype_size_expansion_exceeds_limit_error", "test_many_response",
+                 "test_missing_inputs", "test_one_response", "test_parameters",
+                 "test_race_condition", "test_request_id", "test_streaming",
+                 "test_zero_response"):
+        out.append(Row("L0_http_generate", f"GenerateEndpointTest.{name}", "http", "generate",
+                       verbose, "generate", results=1, cwd="L0_http",
+                       script="generate_endpoint_test.py"))
     return out
 
 
@@ -220,12 +242,14 @@ def build_repositories(qa: str, work: str) -> Dict[str, str]:
       shm-large    python_int32_int32_int32: QA's python_models/add_sub, FP32 -> INT32
                    and max_batch_size 8 appended, as test.sh does
       params       QA's L0_parameters/model_repository (unchanged; version folders made)
+      generate     QA's python_models/generate_models (mock_llm, decoupled), unchanged:
+                   test.sh serves that folder itself
       size         onnx_zero_1_float32 (identity FP32 [-1], max_batch_size 8, as QA's
                    gen_qa_identity_models makes it) as a python model, and the
                    docs' simple_identity (make_repo's)
     """
     repos = {key: os.path.join(work, f"repo-{key}")
-             for key in ("shm", "shm-delayed", "shm-large", "params", "size")}
+             for key in ("shm", "shm-delayed", "shm-large", "params", "size", "generate")}
     for folder in repos.values():
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder)
@@ -237,8 +261,10 @@ def build_repositories(qa: str, work: str) -> Dict[str, str]:
     _python_model_from(repos["shm-large"], "python_int32_int32_int32",
                        os.path.join(models, "add_sub"),
                        lambda c: c.replace("TYPE_FP32", "TYPE_INT32") + "max_batch_size: 8\n")
-    shutil.rmtree(repos["params"])
-    shutil.copytree(os.path.join(qa, "L0_parameters", "model_repository"), repos["params"])
+    for key, folder in (("params", os.path.join(qa, "L0_parameters", "model_repository")),
+                        ("generate", os.path.join(models, "generate_models"))):
+        shutil.rmtree(repos[key])
+        shutil.copytree(folder, repos[key])
     for name in ("identity", "ensemble"):
         os.makedirs(os.path.join(repos["params"], name, "1"), exist_ok=True)
     make_repo.python_model(repos["size"], "onnx_zero_1_float32", ZERO_1_FLOAT32,
@@ -323,14 +349,17 @@ def _port_free(port: int) -> bool:
 # Running and judging, as test.sh does
 # --------------------------------------------------------------------------- #
 
-def client_env(extra: Sequence[str]) -> dict:
-    """examples_check's client environment, plus the psutil stand-in when
-    the client's Python has no psutil."""
-    paths = list(extra)
-    has = subprocess.run([sys.executable, "-c", "import psutil"], capture_output=True)
-    if has.returncode != 0:
-        paths.append(PSUTIL_FALLBACK)
-    return ex.client_env(paths)
+def missing_modules() -> List[str]:
+    """The FALLBACKS modules the client's Python cannot import."""
+    return [name for name in FALLBACKS
+            if subprocess.run([sys.executable, "-c", f"import {name}"],
+                              capture_output=True).returncode != 0]
+
+
+def client_env(extra: Sequence[str], missing: Sequence[str]) -> dict:
+    """examples_check's client environment, plus the stand-ins for the
+    modules the client's Python lacks."""
+    return ex.client_env([*extra, *(FALLBACKS[name] for name in missing)])
 
 
 def results_problem(path: str, expected: int) -> Optional[str]:
@@ -351,7 +380,7 @@ def results_problem(path: str, expected: int) -> Optional[str]:
 
 def run_row(row: Row, server: QAServer, qa: str, env: dict, timeout: float,
             log_path: str) -> ex.Result:
-    cwd = os.path.join(qa, row.suite)
+    cwd = os.path.join(qa, row.cwd or row.suite)
     results_file = os.path.join(cwd, "test_results.txt")
     if os.path.exists(results_file):
         os.remove(results_file)
@@ -423,10 +452,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     qa = os.path.join(work, "qa")
     print(f"QA files from {args.server_mirror} @ {args.server_ref} ({commit[:12]})", flush=True)
     repos = build_repositories(qa, work)
-    env = client_env(args.client_pythonpath)
-    if PSUTIL_FALLBACK in env.get("PYTHONPATH", ""):
-        print("psutil is not installed: the QA scripts get tests/qa_check/psutil_fallback",
-              flush=True)
+    missing = missing_modules()
+    env = client_env(args.client_pythonpath, missing)
+    for name in missing:
+        print(f"{name} is not installed: the QA scripts get tests/qa_check/"
+              f"{os.path.basename(FALLBACKS[name])}", flush=True)
     install = ex.Installation() if "exe" in servers else None
     if install is not None:
         print(f"executable: {install.core.executable}", flush=True)

@@ -187,12 +187,13 @@ class _Api:
 
     # ---- Model repository ---------------------------------------------------------------
 
-    async def _json_body(self, scope: Scope, receive: Receive, what: str) -> dict[str, Any]:
+    async def _json_body(self, scope: Scope, receive: Receive, what: str,
+                         loads: Callable[[bytes], Any] = _json.loads) -> dict[str, Any]:
         body = await read_body(scope, receive, self.max_input_size)
         if not body.strip():
             return {}
         try:
-            document = _json.loads(body)
+            document = loads(body)
         except (ValueError, UnicodeDecodeError) as e:
             raise InvalidArgumentError(f"failed to parse the {what} request JSON: {e}") from None
         if not isinstance(document, dict):
@@ -324,7 +325,8 @@ class _Api:
         if encoding is not None and encoding.strip().lower() not in (b"", b"identity"):
             raise InvalidArgumentError("Unsupported content-encoding, only 'identity' is "
                                        "supported.")
-        request = await self._json_body(scope, receive, "generate")
+        # Keys as Triton reads them: in order, a repeated one seen twice.
+        request = await self._json_body(scope, receive, "generate", _generate_loads)
         iterator, call, entry = _generate.start(server, model_name, version, request)
         try:
             if not stream:
@@ -333,6 +335,10 @@ class _Api:
             return None
         finally:
             iterator.cancel()
+
+
+def _generate_loads(body: bytes) -> Any:
+    return _json.loads_pairs(body, _generate.JsonObject.from_pairs)
 
 
 async def _generate_events(iterator: Any, call: WireRequest, entry: c.ModelEntry,
@@ -365,13 +371,15 @@ async def _send_events(iterator: Any, call: WireRequest, entry: c.ModelEntry, se
                 event = json_bytes(_generate.response_document(response, call, entry))
             except Exception as e:  # an output JSON cannot carry
                 failed = e
+        status = 200
         if failed is not None:
-            if not started:
-                raise failed  # nothing sent yet: a plain JSON error with its status
             event = error_body(c.error_message(failed))
+            status = http_status(failed)
         if not started:
-            await send({"type": "http.response.start", "status": 200,
-                        "headers": [(b"content-type", SSE_TYPE), (b"cache-control", b"no-cache")]})
+            # As Triton: the first response sets the status (a model's error
+            # first: its status, the error as the one event); failures before
+            # the request ran were plain JSON errors (raised before this).
+            await _start_events(send, status)
             started = True
         await send({"type": "http.response.body", "body": b"data: " + event + b"\n\n",
                     "more_body": True})
@@ -379,9 +387,13 @@ async def _send_events(iterator: Any, call: WireRequest, entry: c.ModelEntry, se
             iterator.cancel()
             break
     if not started:
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", SSE_TYPE), (b"cache-control", b"no-cache")]})
+        await _start_events(send, 200)
     await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _start_events(send: Send, status: int) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", SSE_TYPE), (b"cache-control", b"no-cache")]})
 
 
 async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
