@@ -1,5 +1,6 @@
 """``python -m tritonserver``: install a core, show versions, run a demo,
-serve a model repository over the network (``serve``)."""
+serve a model repository over the network (``serve``), or run NVIDIA's
+``tritonserver`` executable of the installed core, set up (``executable``)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from tritonserver._cli.serve import main as serve_main
 
         return serve_main(args[1:], end=True)
+    if args[:1] == ["executable"]:
+        from tritonserver._cli.executable import main as executable_main
+
+        return executable_main(args[1:])
     from tritonserver._core.cli import main as core_main
 
     return core_main(args)

@@ -20,6 +20,8 @@ import threading
 import time
 from typing import Any, NoReturn
 
+from tritonserver._cli import option_flags
+
 DEFAULT_ADDRESS = "127.0.0.1"
 _TRUE = {"true", "on", "1", "yes"}
 _FALSE = {"false", "off", "0", "no"}
@@ -179,6 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--metrics-port", type=_port, default=8002)
     g.add_argument("--metrics-interval-ms", type=_uint, default=2000)
 
+    option_flags.add_arguments(p, _uint)
+
     g = p.add_argument_group("tracing")
     g.add_argument("--trace-config", action="append", default=[],
                    metavar="[<mode>,]<setting>=<value>",
@@ -258,7 +262,8 @@ def server_options(args: argparse.Namespace) -> Any:
         log_format=tritonserver.LogFormat.ISO8601 if args.log_format == "ISO8601"
         else tritonserver.LogFormat.DEFAULT,
         metrics=args.allow_metrics, gpu_metrics=args.allow_gpu_metrics,
-        cpu_metrics=args.allow_cpu_metrics, metrics_interval=args.metrics_interval_ms)
+        cpu_metrics=args.allow_cpu_metrics, metrics_interval=args.metrics_interval_ms,
+        **option_flags.option_settings(args))
 
 
 def tls_options(args: argparse.Namespace) -> dict[str, Any]:

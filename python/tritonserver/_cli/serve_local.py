@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import tritonserver
 from tritonserver._control.load_reasons import failure_lines
+from tritonserver._cli.option_flags import warnings as option_warnings
 from tritonserver._cli.serve_flags import (COMPRESSION_LEVELS, Signals, end_process, say,
                                            server_options, tls_options)
 from tritonserver._server import startup_failures, tracing_of
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None,
     try:
         options = server_options(args)
         deprecated = {key: getattr(args, key) for key in DEPRECATED_FLAGS}
-        for warning in deprecation_warnings(deprecated):
+        for warning in option_warnings(args) + deprecation_warnings(deprecated):
             say(warning)
         tracing = start_settings(args.trace_config, deprecated)
     except (ValueError, tritonserver.TritonError) as e:
@@ -85,6 +86,7 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None,
                     max_input_size=args.grpc_max_input_size,
                     forward_header_pattern=args.grpc_header_forward_pattern,
                     restricted_features=list(args.grpc_restricted_protocol),
+                    infer_allocation_pool_size=args.grpc_infer_allocation_pool_size,
                     allow_client_shm=args.allow_client_shm)).start())
                 say(f"Started GRPCInferenceService at {frontends[-1].url}")
             if args.allow_http:

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
 from tritonserver._c import triton_bindings as _bindings
-from tritonserver._control import instances, load_reasons, python_stub, teardown
+from tritonserver._control import banner, instances, load_reasons, python_stub, teardown
 from tritonserver._control.startup_models import models_loaded_at_start
 from tritonserver._enums import ModelControlMode
 from tritonserver._errors import InternalError, TritonError, UnavailableError, UnsupportedError
@@ -115,7 +115,13 @@ class CoreControl:
     def _new_core_server(self, options: Options) -> _bindings.Server:
         c_options = _bindings.ServerOptions()
         options._apply(c_options)
-        server = _bindings.Server(c_options)
+        asked = ModelControlMode(self.asked.model_control_mode)
+        if asked != ModelControlMode(options.model_control_mode) and options.log_info \
+                and not options.log_file:
+            # The core's options table names the mode the user chose (banner).
+            server = banner.saying_mode(lambda: _bindings.Server(c_options), asked.name)
+        else:
+            server = _bindings.Server(c_options)
         if options.exit_on_error or not self.asked.exit_on_error or server.is_live():
             return server
         # POLL mode with the core's exit_on_error off (_plan_startup): it

@@ -75,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", add_help=False,
                    help="serve a model repository over HTTP, gRPC and metrics, like the "
                         "tritonserver executable (the serve extra; --ray: on Ray Serve)")
+    sub.add_parser("executable", add_help=False,
+                   help="run NVIDIA's tritonserver executable of the installed core with its "
+                        "flags, set up: libraries, the python backend and this package's "
+                        "backends, the stub's Python")
     sub.add_parser("demo", add_help=False,
                    help="start a server on the example models and run one inference")
     return p

@@ -1,0 +1,150 @@
+"""The executable's flags for the core's settings, as serve reads them
+(_cli.option_flags): their formats and texts are the 2.51 executable's; the
+GPU, SageMaker and Vertex AI flags are refused with the reason; and the
+executable command's setup (_cli.executable) adds a backend folder only where
+none is given."""
+
+from __future__ import annotations
+
+import pytest
+
+import tritonserver
+from tritonserver._cli import option_flags
+from tritonserver._cli.executable import ExecutableSetup
+from tritonserver._cli.serve_flags import build_parser, server_options
+from tritonserver._control.banner import mode_row
+from tritonserver._options import RateLimiterResource
+
+
+def parse(*argv):
+    return build_parser().parse_args(["--model-repository=/r", *argv])
+
+
+def options(*argv):
+    return server_options(parse(*argv))
+
+
+def test_core_setting_flags_to_options():
+    o = options("--cache-config=local,size=1048576", "--cache-config", "redis,host=h=1",
+                "--cache-directory=/caches", "--rate-limit=EXECUTION_COUNT",
+                "--rate-limit-resource=R1:10:0", "--rate-limit-resource", "R2:4",
+                "--host-policy=cpu,cpu-cores=0-1", "--host-policy=cpu,numa-node=0",
+                "--host-policy=gpu_0,numa-node=1", "--metrics-config=summary_latencies=true",
+                "--metrics-config", "summary_quantiles=0.5:0.05",
+                "--repoagent-directory=/agents", "--buffer-manager-thread-count=3")
+    assert o.cache_config == {"local": {"size": "1048576"}, "redis": {"host": "h=1"}}
+    assert o.cache_directory == "/caches"
+    assert o.rate_limiter_mode == tritonserver.RateLimitMode.EXEC_COUNT
+    assert o.rate_limiter_resources == [RateLimiterResource("R1", 10, 0),
+                                        RateLimiterResource("R2", 4, -1)]
+    assert o.host_policies == {"cpu": {"cpu-cores": "0-1", "numa-node": "0"},
+                               "gpu_0": {"numa-node": "1"}}
+    assert o.metrics_configuration == {"": {"summary_latencies": "true",
+                                            "summary_quantiles": "0.5:0.05"}}
+    assert o.repo_agent_directory == "/agents" and o.buffer_manager_thread_count == 3
+    o._validate()
+
+
+def test_core_setting_defaults_are_the_executables():
+    o = options()
+    assert o.cache_config == {} and o.cache_directory is None
+    assert o.rate_limiter_mode == tritonserver.RateLimitMode.OFF
+    assert o.rate_limiter_resources == [] and o.host_policies == {}
+    assert o.metrics_configuration == {} and o.buffer_manager_thread_count == 0
+    assert o.repo_agent_directory == "/opt/tritonserver/repoagents"
+    assert parse().grpc_infer_allocation_pool_size == 8
+
+
+def test_response_cache_byte_size_is_the_local_cache_with_the_executables_warning():
+    args = parse("--response-cache-byte-size=4096")
+    assert server_options(args).cache_config == {"local": {"size": "4096"}}
+    (warning,) = option_flags.warnings(args)
+    assert warning.startswith("Warning: '--response-cache-byte-size' has been deprecated!")
+    assert "'--cache-config=local,size=4096'" in warning
+    assert option_flags.warnings(parse()) == []
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--response-cache-byte-size=1", "--cache-config=local,size=1"],
+     "Incompatible flags --response-cache-byte-size and --cache-config both provided"),
+    (["--cache-config=size=1"], "No cache specified. --cache-config option format is"),
+    (["--cache-config=,size=1"], "No cache specified"),
+    (["--cache-config=local,size"], "--cache-config option format is '<cache name>,"),
+    (["--cache-config=local,size="], "--cache-config option format is"),
+    (["--rate-limit=sometimes"], "invalid argument for --rate-limit"),
+    (["--rate-limit-resource=R1"], "--rate-limit-resource option format is "
+                                   "'<resource_name>:<count>:<device>' or"),
+    (["--rate-limit-resource=R1:1:0:0"], "--rate-limit-resource option format"),
+    (["--rate-limit-resource=R1:x"], "the count and the device are integers"),
+    (["--host-policy=cpu"], "--host-policy option format is '<policy name>,<setting>=<value>'"),
+    (["--host-policy=,numa-node=0"], "--host-policy option format"),
+    (["--host-policy=cpu,numa-node="], "--host-policy option format"),
+    (["--metrics-config=summary_latencies"], "--metrics-config option format is "
+                                             "<setting>=<value>. Got summary_latencies"),
+    (["--metrics-config=group,a=b"], "--metrics-config option format"),
+    (["--metrics-config==true"], "--metrics-config option format"),
+])
+def test_bad_core_settings_get_the_executables_texts(argv, message):
+    with pytest.raises(ValueError) as e:
+        options(*argv)
+    assert message in str(e.value)
+
+
+@pytest.mark.parametrize("flag", sorted(option_flags.REFUSED))
+def test_gpu_sagemaker_vertex_and_config_name_flags_are_refused_with_the_reason(flag, capsys):
+    with pytest.raises(SystemExit) as e:
+        parse(f"{flag}=1")
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: not supported: {option_flags.REFUSED[flag]}" in err
+    assert "unrecognized" not in err
+
+
+def test_refusal_reasons_say_why():
+    assert "GPU" in option_flags.REFUSED["--cuda-memory-pool-byte-size"]
+    assert "SageMaker" in option_flags.REFUSED["--sagemaker-port"]
+    assert "Vertex AI" in option_flags.REFUSED["--vertex-ai-default-model"]
+    assert "binding" in option_flags.REFUSED["--model-config-name"]
+
+
+@pytest.mark.parametrize("argv", [["--allow-sagemaker=false"], ["--allow-vertex-ai", "0"],
+                                  ["--enable-peer-access=off"]])
+def test_asking_for_no_sagemaker_vertex_or_peer_access_is_accepted(argv):
+    assert isinstance(options(*argv), tritonserver.Options)
+
+
+def test_banner_row_names_the_chosen_mode_and_keeps_the_width():
+    table = (b"| model_control_mode               | MODE_EXPLICIT                  |\n"
+             b"| strict_model_config              | 0                              |\n")
+    out = mode_row(table, "NONE")
+    assert out.splitlines()[0] == (b"| model_control_mode               | MODE_NONE"
+                                   b"                      |")
+    assert out.splitlines()[1] == table.splitlines()[1]
+    assert len(out) == len(table)
+    assert mode_row(b"no table here\n", "NONE") == b"no table here\n"
+
+
+class _Core:
+    executable = "/core/bin/tritonserver"
+    libs_dir = "/core/libs"
+
+
+def _setup() -> ExecutableSetup:
+    setup = ExecutableSetup.__new__(ExecutableSetup)
+    setup.core, setup.backend_dir = _Core(), "/run/backends"
+    setup.stub = type("Stub", (), {"usable": False})()
+    return setup
+
+
+def test_executable_command_adds_the_backend_folder_unless_given():
+    setup = _setup()
+    assert setup.command(["--model-repository=/r"]) == [
+        "/core/bin/tritonserver", "--backend-directory=/run/backends", "--model-repository=/r"]
+    for given in (["--backend-directory=/mine"], ["--backend-directory", "/mine"]):
+        assert setup.command(given) == ["/core/bin/tritonserver", *given]
+
+
+def test_executable_environment_puts_the_cores_libraries_first():
+    env = _setup().environment({"LD_LIBRARY_PATH": "/x", "PATH": "/bin"})
+    assert env == {"LD_LIBRARY_PATH": "/core/libs:/x", "PATH": "/bin"}
+    assert _setup().environment({})["LD_LIBRARY_PATH"] == "/core/libs"
