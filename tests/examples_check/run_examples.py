@@ -49,6 +49,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "benchma
 from tsbench.procs import loopback_only, tail  # noqa: E402
 from tsbench.server_process import _free_ports, _get as _status  # noqa: E402
 
+from tritonserver._cli.executable import ExecutableSetup  # noqa: E402
+
 # A git clone (bare is fine) of github.com/triton-inference-server/client.
 CLIENT_MIRROR = os.environ.get("TRITON_CLIENT_GIT", "")
 EXAMPLES = "src/python/examples"
@@ -223,29 +225,13 @@ def die_with_parent() -> None:
         pass
 
 
-class Installation:
-    """What starting Triton's executable of the installed core takes (as the
-    benchmarks do: benchmarks/tsbench/server_exe.py)."""
-
-    def __init__(self) -> None:
-        from tritonserver._core import backend_directory, find_core, stub_environment
-        from tritonserver._runtime import package_backends_dir
-
-        self.core = find_core()
-        if not self.core.executable or not os.path.isfile(self.core.executable):
-            raise RuntimeError(f"the core at {self.core.root} has no tritonserver executable")
-        # The python backend with this Python's stub, and the package's
-        # backends, each beside the core.
-        self.backend_dir = backend_directory(self.core, package_backends_dir())
-        self.stub = stub_environment(self.core)
+class Installation(ExecutableSetup):
+    """The installed core's executable, set up as `python -m tritonserver
+    executable` sets it up (tritonserver._cli.executable), with the
+    environment's proxies dropped."""
 
     def executable_env(self) -> dict:
-        env = loopback_only(dict(os.environ))
-        current = env.get("LD_LIBRARY_PATH")
-        env["LD_LIBRARY_PATH"] = self.core.libs_dir + (os.pathsep + current if current else "")
-        if self.stub.usable:  # PATH / LD_LIBRARY_PATH for the python backend's stub
-            env.update(self.stub.changes(env))
-        return env
+        return self.environment(loopback_only(dict(os.environ)))
 
 
 class Server:
@@ -265,12 +251,12 @@ class Server:
                   f"--metrics-address={HOST}", f"--metrics-port={self.metrics_port}"]
         if self.kind == "exe":
             assert self.install is not None
-            return [self.install.core.executable, *common,
-                    f"--backend-directory={self.install.backend_dir}",
-                    # Two executables at once: their stubs' shared memory must not collide.
-                    f"--backend-config=python,shm-region-prefix-name="
-                    f"examples_check_{os.getpid()}_{self.config}_",
-                    *self.flags]
+            return self.install.command([
+                *common,
+                # Two executables at once: their stubs' shared memory must not collide.
+                f"--backend-config=python,shm-region-prefix-name="
+                f"examples_check_{os.getpid()}_{self.config}_",
+                *self.flags])
         # Client shared memory on, as qa/L0_http and qa/L0_grpc start Triton
         # (2.69 and later have it off by default; the 2.51 executable has no
         # such flag and always allows it).
