@@ -30,6 +30,9 @@ PACKAGE_SOURCES = _patterns(
     r"tritonserver/share/cmake/tritonserver/(tritonserverConfig\.cmake|backend\.map)",
     r"tritonserver/example_models/[a-z0-9_]+/(config\.pbtxt|[0-9]+/[^/]+)",
     r"tritonserver/proto/[a-z_]+\.proto",
+    # NVIDIA's frontend package's import path (aliases of tritonserver.frontends).
+    r"tritonfrontend/([A-Za-z0-9_]+/)*[A-Za-z0-9_]+\.py",
+    r"tritonfrontend/py\.typed",
 )
 
 # Files the build adds to the package.
@@ -48,6 +51,7 @@ DIST_INFO = _patterns(
 WHEEL_REQUIRED = _patterns(
     r"tritonserver/__init__\.py",
     r"tritonserver/py\.typed",
+    r"tritonfrontend/__init__\.py",
     r"tritonserver/_c/triton_bindings\.pyi",
     r"tritonserver/_c/triton_bindings\.cpython-[^/]+\.so",
     *(rf"tritonserver/backends/{name}/libtriton_{name}\.so" for name in BACKENDS),
@@ -73,6 +77,7 @@ SDIST_REQUIRED = _patterns(
     r"csrc/backends/CMakeLists\.txt",
     r"third_party/triton/tritonbackend\.h",
     r"python/tritonserver/__init__\.py",
+    r"python/tritonfrontend/__init__\.py",
     r"python/tritonserver/share/cmake/tritonserver/tritonserverConfig\.cmake",
 )
 
@@ -99,7 +104,9 @@ def sdist_problems(names: Iterable[str]) -> List[str]:
     files = [n for n in names if not n.endswith("/")]
     problems = []
     for name in files:
-        package_file = name[len("python/"):] if name.startswith("python/tritonserver/") else None
+        package_file = (name[len("python/"):]
+                        if name.startswith(("python/tritonserver/", "python/tritonfrontend/"))
+                        else None)
         if package_file is not None and _matches(package_file, PACKAGE_SOURCES):
             continue
         if not _matches(name, SDIST_TOP + SDIST_BUILD_SOURCES):

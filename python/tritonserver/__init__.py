@@ -64,6 +64,11 @@ from tritonserver._response import InferenceResponse
 from tritonserver._server import Server
 from tritonserver._tensor import DLDeviceType, MemoryBuffer, Tensor
 
+# NVIDIA's package imports its tritonserver._api modules when it is imported,
+# so its programs name them without importing them
+# (``tritonserver._api._response.InferenceResponse`` in annotations).
+from tritonserver import _api  # noqa: E402,F401
+
 __version__ = _distribution.version()
 if _distribution.other_distribution() is not None:
     import warnings as _warnings

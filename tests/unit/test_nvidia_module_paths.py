@@ -5,6 +5,8 @@ annotates with tritonserver._api._response.InferenceResponse) import."""
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 
 import pytest
 
@@ -39,7 +41,14 @@ def test_nvidia_module_path_names_our_classes(module):
 
 def test_the_annotation_nvidias_openai_frontend_uses():
     """tritonserver._api._response.InferenceResponse, reached as an attribute
-    chain from the package (as an annotation evaluates it)."""
-    import tritonserver._api._response  # noqa: F401
-
-    assert tritonserver._api._response.InferenceResponse is tritonserver.InferenceResponse
+    chain after a bare ``import tritonserver`` (as the annotation in NVIDIA's
+    openai_frontend/engine/utils/triton.py evaluates it at import), in a fresh
+    interpreter so no other test's import hides a missing one."""
+    program = ("import tritonserver\n"
+               "for m in %r:\n"
+               "    getattr(tritonserver._api, m)\n"
+               "assert tritonserver._api._response.InferenceResponse"
+               " is tritonserver.InferenceResponse\n" % sorted(PATHS))
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -33,9 +33,10 @@ def missing() -> list[str]:
 
 
 def require() -> None:
-    """Raise ImportError naming the install command if a package is missing."""
+    """Raise ModuleNotFoundError (an ImportError) naming the install command if a
+    package is missing."""
     absent = missing()
     if absent:
-        raise ImportError(
+        raise ModuleNotFoundError(
             f"tritonserver.frontends needs {', '.join(absent)}: install the serve extra with "
             f"{INSTALL_HINT}")
