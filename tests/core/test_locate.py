@@ -311,11 +311,24 @@ def test_stub_env_python_has_numpy1_and_user_packages(stub_dest, real_core):
     s, env = _stub_os_env(real_core)
     assert s.kind == "stub-env" and s.numpy_version.startswith("1.26")
     assert s.python == str(env_dir / "bin" / "python3")
-    # What the stub will find: python3 first on PATH.
+    # What the stub finds first on PATH: a python3 in a folder of the stub
+    # environment (it takes its prefix from the pyvenv.cfg above it)...
     import shutil
 
-    py = shutil.which("python3", path=env["PATH"])
-    assert py == s.python
+    found = shutil.which("python3", path=env["PATH"])
+    assert found == str(env_dir / stub_env.LOOKUP_DIRNAME / "python3")
+    assert (env_dir / "pyvenv.cfg").is_file()
+    # ...that, run by the process's children, runs the python3 they would
+    # have found without it: the user's, not the numpy<2 environment's.
+    without = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
+                              if p != os.path.dirname(found))
+    theirs = shutil.which("python3", path=without)
+    code = "import sys; print(sys.executable)"
+    out = subprocess.run(["python3", "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert os.path.realpath(out.stdout.strip()) == os.path.realpath(theirs)
+    py = s.python
     code = "import json, numpy, pytest; print(json.dumps([numpy.__version__, numpy.__file__, pytest.__file__]))"
     out = subprocess.run([py, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "Error processing" not in out.stderr, out.stderr

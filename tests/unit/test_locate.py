@@ -99,10 +99,11 @@ def places(tmp_path):
     return dict(dest=dest, site=site, container=container, empty=tmp_path / "nothing")
 
 
-def _search(places, *, env=None, dest=True, site=True, container=True):
+def _search(places, *, env=None, dest=True, site=True, container=True, inherited=None):
     return search_core(
         env_value=env,
         install_dir=str(places["dest"] if dest else places["empty"]),
+        inherited_dir=inherited,
         search_path=["", str(places["empty"]), str(places["site"] if site else places["empty"]), "/no/such/dir"],
         container_root=str(places["container"] if container else places["empty"]),
     )
@@ -126,6 +127,33 @@ def test_search_order_env_then_dest_then_sys_path_then_container(places):
 
     with pytest.raises(CoreNotFoundError):
         _search(places, dest=False, site=False, container=False)
+
+
+def test_a_venv_with_system_site_packages_finds_the_base_pythons_core(places, tmp_path):
+    """A virtual environment made with --system-site-packages sees the base
+    Python's packages, this one among them: the core installed beside it (by
+    install-core, under the base's prefix) comes before any sys.path folder,
+    and after the environment's own."""
+    base = make_pip_base(tmp_path / "base")
+    core = _search(places, dest=False, inherited=str(base))
+    assert core.libs_dir == str(base / "nvidia_pytriton.libs")
+    assert _search(places, inherited=str(base)).libs_dir == str(
+        places["dest"] / "nvidia_pytriton.libs")
+    with pytest.raises(CoreNotFoundError) as e:
+        _search(places, dest=False, site=False, container=False,
+                inherited=str(tmp_path / "none"))
+    assert any("the base Python's" in place for place in e.value.looked_in)
+
+
+def test_the_base_prefix_counts_only_when_its_site_packages_are_seen(monkeypatch):
+    monkeypatch.setattr(sys, "base_prefix", "/base")
+    monkeypatch.setattr(sys, "prefix", "/venv")
+    inherited = locate.inherited_install_dir
+    assert inherited(["/venv/lib/python3.11/site-packages"]) is None
+    assert inherited(["/venv/lib/python3.11/site-packages", "/base/lib/python3.11/site-packages"]) \
+        == "/base/share/tritonserver/core"
+    monkeypatch.setattr(sys, "prefix", "/base")
+    assert inherited(["/base/lib/python3.11/site-packages"]) is None
 
 
 def test_pip_layout_fields(places):
@@ -460,16 +488,58 @@ def test_stub_environment_prefers_the_install_stub_env(tmp_path, monkeypatch):
     env = _fake_ready_env(base)
     s = stub_environment(inspect_path(str(base), "pip"))
     assert s.usable and s.kind == "stub-env" and s.numpy_version == "1.26.4"
-    assert s.path_prepend == str(env / "bin") and s.python == str(env / "bin" / "python3")
+    assert s.path_prepend == str(env / stub_env.LOOKUP_DIRNAME)
+    assert s.python == str(env / "bin" / "python3")
     # A core elsewhere (pip --no-deps into site-packages) uses the default install's stub env.
     site = make_pip_base(tmp_path / "site")
     assert not stub_environment(inspect_path(str(site), "pip")).usable
     default_env = _fake_ready_env(tmp_path / "default")
     s = stub_environment(inspect_path(str(site), "pip"))
-    assert s.usable and s.path_prepend == str(default_env / "bin")
+    assert s.usable and s.path_prepend == str(default_env / stub_env.LOOKUP_DIRNAME)
     # A broken env (its python gone) is not used.
     os.unlink(default_env / "bin" / "python3")
     assert not stub_environment(inspect_path(str(site), "pip")).usable
+
+
+def test_the_stubs_python3_on_path_runs_the_next_one_for_everyone_else(tmp_path):
+    """The folder put first on PATH for the stub holds one python3, which the
+    stub only locates (its environment is the pyvenv.cfg above it); the
+    process's children that run python3 get the one after it on PATH."""
+    env = tmp_path / "stub-env" / "py3.x"
+    env.mkdir(parents=True)
+    folder = stub_env.lookup_dir(str(env))
+    assert folder == str(env / stub_env.LOOKUP_DIRNAME)
+    assert sorted(os.listdir(folder)) == ["python3"]
+    theirs = tmp_path / "user" / "bin"
+    theirs.mkdir(parents=True)
+    _touch(theirs / "python3", b'#!/bin/sh\necho "theirs $# $1"\n', mode=0o755)
+    path = os.pathsep.join([folder, str(theirs), "/usr/bin", "/bin"])
+    out = subprocess.run(["python3", "two words"], env={"PATH": path}, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0 and out.stdout == "theirs 1 two words\n", out.stderr
+    # The same folder named twice, or through another spelling, is skipped too.
+    again = os.pathsep.join([folder, folder + "/", str(theirs), "/usr/bin", "/bin"])
+    out = subprocess.run(["python3"], env={"PATH": again}, capture_output=True, text=True,
+                         timeout=30)
+    assert out.stdout == "theirs 0 \n", out.stderr
+    # No other python3 on PATH: the usual 127 with a message, never itself again.
+    out = subprocess.run([os.path.join(folder, "python3")],
+                         env={"PATH": os.pathsep.join([folder, "/nonexistent"])},
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 127 and "python3: not found" in out.stderr
+    assert stub_env.lookup_dir(str(env)) == folder  # made once, found after
+
+
+def test_no_room_for_the_lookup_folder_falls_back_to_the_envs_bin(tmp_path):
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    os.chmod(env, 0o555)
+    try:
+        if os.access(env, os.W_OK):
+            pytest.skip("running as a user that can write anywhere")
+        assert stub_env.lookup_dir(str(env)) == str(env / "bin")
+    finally:
+        os.chmod(env, 0o755)
 
 
 # --------------------------------------------------------------------------- #

@@ -8,8 +8,11 @@ Search order (first hit wins):
    to silently pick another core.
 2. A core installed from pip: first our own install destination
    (``<sys.prefix>/share/tritonserver/core``, filled by
-   ``python -m tritonserver install-core``), then any ``nvidia_pytriton.libs``
-   folder in a ``sys.path`` entry (``pip install --no-deps nvidia-pytriton``).
+   ``python -m tritonserver install-core``); in a virtual environment made
+   with ``--system-site-packages``, the same place under the base Python's
+   prefix (the environment it inherits packages from, this one included);
+   then any ``nvidia_pytriton.libs`` folder in a ``sys.path`` entry
+   (``pip install --no-deps nvidia-pytriton``).
 3. NVIDIA's container: ``/opt/tritonserver/lib/libtritonserver.so``.
 """
 
@@ -60,6 +63,20 @@ class CoreInstall:
 def default_install_dir() -> str:
     """Our per-environment install destination for the core."""
     return os.path.join(sys.prefix, "share", "tritonserver", "core")
+
+
+def inherited_install_dir(path: Optional[Sequence[str]] = None) -> Optional[str]:
+    """The base Python's install destination, when this is a virtual
+    environment that sees the base's site-packages (``--system-site-packages``):
+    a package installed there, with its core, is this environment's too."""
+    if sys.base_prefix == sys.prefix:
+        return None
+    base = os.path.abspath(sys.base_prefix) + os.sep
+    for entry in (sys.path if path is None else path):
+        if (isinstance(entry, str) and os.path.abspath(entry).startswith(base)
+                and os.path.basename(entry.rstrip(os.sep)) in ("site-packages", "dist-packages")):
+            return os.path.join(sys.base_prefix, "share", "tritonserver", "core")
+    return None
 
 
 # --------------------------------------------------------------------------- #
@@ -201,6 +218,7 @@ def search_core(
     *,
     env_value: object = _UNSET,  # Optional[str]; _UNSET: read $TRITONSERVER_CORE
     install_dir: Optional[str] = None,
+    inherited_dir: object = _UNSET,  # Optional[str]; _UNSET: inherited_install_dir()
     search_path: Optional[Sequence[str]] = None,
     container_root: Optional[str] = None,
 ) -> CoreInstall:
@@ -209,6 +227,8 @@ def search_core(
         env_value = os.environ.get(ENV_CORE) or None
     install_dir = install_dir or default_install_dir()
     search_path = list(sys.path if search_path is None else search_path)
+    if inherited_dir is _UNSET:
+        inherited_dir = inherited_install_dir(search_path)
     container_root = container_root or CONTAINER_ROOT
 
     if env_value:
@@ -229,6 +249,13 @@ def search_core(
     looked.append(f"{os.path.join(install_dir, PIP_LIBS_DIRNAME)} (where '{INSTALL_COMMAND}' installs)")
     if lib:
         return core_from_library(lib, "pip")
+
+    if inherited_dir and inherited_dir != install_dir:
+        libs = os.path.join(cast(str, inherited_dir), PIP_LIBS_DIRNAME)
+        looked.append(f"{libs} (the base Python's, whose packages this environment sees)")
+        lib = _find_library_in(libs)
+        if lib:
+            return core_from_library(lib, "pip")
 
     for entry in _sys_path_dirs(search_path):
         libs = os.path.join(entry, PIP_LIBS_DIRNAME)

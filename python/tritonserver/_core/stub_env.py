@@ -13,7 +13,11 @@ At install time :func:`ensure_stub_env` makes ``<dest>/stub-env/py3.X``: a venv
 of the running interpreter with ``numpy<2`` and a ``.pth`` file that appends the
 user's site-packages (numpy resolves to 1.26 first, the user's other packages
 stay importable from ``model.py``). At server start :func:`stub_environment`
-decides which Python the stub gets.
+decides which Python the stub gets. The stub environment is put on ``PATH``
+through a folder that holds only a pass-through ``python3`` (:func:`lookup_dir`):
+the stub takes the environment from the pyvenv.cfg above it, while the
+process's own children that run ``python3`` get the one they would have got
+without it.
 """
 
 from __future__ import annotations
@@ -209,6 +213,67 @@ def _create(env: str, quiet: bool) -> None:
 
 
 # --------------------------------------------------------------------------- #
+# What the stub finds on PATH
+# --------------------------------------------------------------------------- #
+
+LOOKUP_DIRNAME = "stub-path"
+
+# The stub never runs the python3 it finds: its embedded interpreter takes
+# its prefix from the pyvenv.cfg beside that file's folder. The process's
+# children do run it, and must get the python3 they would have got without
+# this folder on PATH (their own virtual environment's, say), not the
+# numpy<2 environment.
+_PASS_THROUGH = """#!/bin/sh
+# Made by tritonserver. This folder is first on PATH so that the python
+# backend's stub, which looks up python3 on PATH without running it, takes
+# the numpy<2 environment of the folder above (its pyvenv.cfg). Run, this
+# script runs the python3 found on PATH after this folder. Shell builtins
+# only: PATH may hold nothing else.
+set -f
+case $0 in */*) here=${0%/*} ;; *) here=. ;; esac
+here=$(cd -- "$here" && pwd -P) || exit 127
+rest=
+IFS=:
+for d in $PATH; do
+    [ -n "$d" ] || continue
+    [ "$(cd -- "$d" 2>/dev/null && pwd -P)" = "$here" ] && continue
+    rest=${rest:+$rest:}$d
+done
+unset IFS
+target=$(PATH=$rest command -v python3)
+if [ -z "$target" ] || [ "$target" -ef "$here/python3" ]; then
+    echo "python3: not found on PATH" >&2
+    exit 127
+fi
+exec "$target" "$@"
+"""
+
+
+def lookup_dir(env: str) -> str:
+    """The folder to put first on PATH for the stub of ``env``: one holding
+    only a ``python3`` that passes through to the next python3 on PATH
+    (made here when missing); ``env``'s bin folder where it cannot be made."""
+    folder = os.path.join(env, LOOKUP_DIRNAME)
+    script = os.path.join(folder, "python3")
+    try:
+        with open(script, encoding="utf-8") as f:
+            if f.read() == _PASS_THROUGH:
+                return folder
+    except OSError:
+        pass
+    try:
+        os.makedirs(folder, exist_ok=True)
+        partial = f"{script}.{os.getpid()}.tmp"
+        with open(partial, "w", encoding="utf-8") as f:
+            f.write(_PASS_THROUGH)
+        os.chmod(partial, 0o755)
+        os.replace(partial, script)
+    except OSError:
+        return os.path.join(env, "bin")
+    return folder
+
+
+# --------------------------------------------------------------------------- #
 # Choosing the stub's Python at server start
 # --------------------------------------------------------------------------- #
 
@@ -329,7 +394,7 @@ def stub_environment(core: CoreInstall) -> StubEnv:
         ready = _read_ready(env) or {}
         return StubEnv(True, kind="stub-env", python=_venv_python(env),
                        numpy_version=ready.get("numpy_version"),
-                       path_prepend=os.path.join(env, "bin"), ld_library_path_append=libdir)
+                       path_prepend=lookup_dir(env), ld_library_path_append=libdir)
 
     if sys.version_info >= (3, 13):
         todo = "use Python 3.12 or older with numpy<2 (numpy<2 has no wheels for Python 3.13+)"
