@@ -32,7 +32,9 @@ def _model(repo: Path, name: str, config: "str | None") -> None:
 @pytest.fixture
 def broken_repo(tmp_path: Path) -> Path:
     """One good model and three that fail, each for another reason: a load
-    failure (in the model index) and two the core only logs."""
+    failure (in the model index) and two the core only logs. The tests start
+    their servers with strict_model_config=True (the default is False), so
+    that the config-less model fails for want of a config."""
     repo = tmp_path / "repo"
     _model(repo, "good", IDENTITY)
     _model(repo, "no_backend", IDENTITY.replace('"identity"', '"no_such_backend"'))
@@ -57,13 +59,13 @@ def _assert_names_each_failure(message: str, repo: Path) -> None:
                                   tritonserver.ModelControlMode.POLL])
 def test_a_failed_start_names_each_model_and_its_reason(broken_repo, mode):
     with pytest.raises(tritonserver.InternalError, match="^failed to load all models:") as e:
-        tritonserver.Server(model_repository=str(broken_repo), model_control_mode=mode).start()
+        tritonserver.Server(model_repository=str(broken_repo), strict_model_config=True, model_control_mode=mode).start()
     _assert_names_each_failure(str(e.value), broken_repo)
 
 
 def test_explicit_startup_models_fail_with_their_reasons(broken_repo):
     with pytest.raises(tritonserver.InternalError) as e:
-        tritonserver.Server(model_repository=str(broken_repo),
+        tritonserver.Server(model_repository=str(broken_repo), strict_model_config=True,
                             model_control_mode=tritonserver.ModelControlMode.EXPLICIT,
                             startup_models=["good", "no_backend", "absent"]).start()
     message = str(e.value)
@@ -75,7 +77,7 @@ def test_explicit_startup_models_fail_with_their_reasons(broken_repo):
 def test_with_block_raises_at_once_instead_of_waiting_forever(broken_repo):
     # exit_on_error=False keeps the server, but strict readiness can never
     # come: entering the block raises with the reasons, and the server stops.
-    server = tritonserver.Server(model_repository=str(broken_repo), exit_on_error=False)
+    server = tritonserver.Server(model_repository=str(broken_repo), strict_model_config=True, exit_on_error=False)
     with pytest.raises(tritonserver.UnavailableError,
                        match="will not become ready") as e:
         with server:
@@ -86,7 +88,7 @@ def test_with_block_raises_at_once_instead_of_waiting_forever(broken_repo):
 
 
 def test_without_strict_readiness_the_block_runs(broken_repo):
-    with tritonserver.Server(model_repository=str(broken_repo), exit_on_error=False,
+    with tritonserver.Server(model_repository=str(broken_repo), strict_model_config=True, exit_on_error=False,
                              strict_readiness=False, exit_timeout=10) as server:
         assert server.model("good").ready() and not server.model("no_backend").ready()
 
@@ -94,7 +96,7 @@ def test_without_strict_readiness_the_block_runs(broken_repo):
 def test_polled_repository_waits_within_its_timeout_and_says_why(broken_repo):
     # In POLL mode a fix on disk can still make the server ready: start()
     # waits, and its timeout names what it waited for.
-    server = tritonserver.Server(model_repository=str(broken_repo), exit_on_error=False,
+    server = tritonserver.Server(model_repository=str(broken_repo), strict_model_config=True, exit_on_error=False,
                                  model_control_mode=tritonserver.ModelControlMode.POLL,
                                  exit_timeout=10)
     try:
@@ -107,7 +109,7 @@ def test_polled_repository_waits_within_its_timeout_and_says_why(broken_repo):
 
 
 def test_bare_name_shows_the_state_and_reason_of_its_versions(broken_repo):
-    server = tritonserver.Server(model_repository=str(broken_repo), exit_on_error=False,
+    server = tritonserver.Server(model_repository=str(broken_repo), strict_model_config=True, exit_on_error=False,
                                  exit_timeout=10).start()
     try:
         models = server.models()
@@ -124,7 +126,7 @@ def test_bare_name_shows_the_state_and_reason_of_its_versions(broken_repo):
 
 @pytest.fixture
 def explicit_server(broken_repo):
-    server = tritonserver.Server(model_repository=str(broken_repo), exit_timeout=10,
+    server = tritonserver.Server(model_repository=str(broken_repo), strict_model_config=True, exit_timeout=10,
                                  model_control_mode=tritonserver.ModelControlMode.EXPLICIT,
                                  startup_models=["good"]).start(wait_until_ready=True)
     yield server
@@ -165,3 +167,18 @@ def test_generated_config_overrides_fail_with_a_reason_and_the_server_lives(expl
         explicit_server.unload("generated", wait_until_unloaded=True, timeout=30)
     assert explicit_server.live() and explicit_server.model("good").ready()
     assert os.path.isdir(explicit_server.options.model_repository)
+
+
+@pytest.mark.parametrize("name,text", [
+    ("..", "invalid model name '..', model name must not contain path traversal characters"),
+    ("../repo", "invalid model name '../repo', model name must not contain path traversal"),
+    ("  ", "Model name cannot be empty. Please enter a valid name to deploy."),
+    ("", "Model name cannot be empty. Please enter a valid name to deploy."),
+])
+def test_a_load_may_not_name_a_folder_outside_the_repository(explicit_server, name, text):
+    """As Triton refuses since core 2.60 (the 2.51 core would poll the
+    repository's parent folder for '..')."""
+    with pytest.raises(tritonserver.InvalidArgumentError) as e:
+        explicit_server.load(name)
+    assert text in str(e.value)
+    assert explicit_server.live() and explicit_server.model("good").ready()

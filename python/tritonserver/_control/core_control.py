@@ -34,7 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
 from tritonserver._c import triton_bindings as _bindings
-from tritonserver._control import banner, instances, load_reasons, python_stub, teardown
+from tritonserver._control import (banner, instances, load_reasons, model_names, python_stub,
+                                   teardown)
 from tritonserver._control.startup_models import models_loaded_at_start
 from tritonserver._enums import ModelControlMode
 from tritonserver._errors import InternalError, TritonError, UnavailableError, UnsupportedError
@@ -168,6 +169,7 @@ class CoreControl:
              parameters: Optional[dict[str, Any]]) -> None:
         """Load (or reload) `name` as Server.load does."""
         self.require_model_control()
+        model_names.check_load_name(name)
         python_stub.check_model_loadable(self._core, self.core_options, name, parameters)
         asked = parameters
         parameters = self._one_instance(name, parameters) or parameters
