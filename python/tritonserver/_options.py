@@ -76,6 +76,9 @@ class Options:
 
     Where this package differs from the reference defaults:
 
+    - ``strict_model_config`` is False, as in NVIDIA's package since r24.05
+      and in the executable: a backend may complete a model's configuration
+      (or write it whole) when the model has no config.pbtxt.
     - ``backend_directory`` (default None) names a folder of your own
       backends (``<name>/libtriton_<name>.so``, e.g. built with the SDK:
       docs/backends.md). It is merged with the package's backends and the
@@ -98,7 +101,7 @@ class Options:
     model_control_mode: ModelControlMode = _option(ModelControlMode.NONE,
                                                    setter="set_model_control_mode")
     startup_models: list[str] = _option(setter="set_startup_model", args=_each, factory=list)
-    strict_model_config: bool = _option(True, setter="set_strict_model_config")
+    strict_model_config: bool = _option(False, setter="set_strict_model_config")
     rate_limiter_mode: RateLimitMode = _option(RateLimitMode.OFF, setter="set_rate_limiter_mode")
     rate_limiter_resources: list[RateLimiterResource] = _option(
         setter="add_rate_limiter_resource", factory=list,

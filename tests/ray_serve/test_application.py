@@ -114,7 +114,8 @@ def test_another_deployment_awaits_the_handle(ray_cluster, app_name):
 
 
 def test_settings_split_between_server_options_and_the_deployment():
-    options = tritonserver.Options(model_repository=EXAMPLES, log_verbose=1)
+    options = tritonserver.Options(model_repository=EXAMPLES, log_verbose=1,
+                                   strict_model_config=True)
     app = tritonserver.ray.application(options, strict_model_config=False, num_replicas=3,
                                        max_ongoing_requests=7,
                                        ray_actor_options={"num_cpus": 0.25})
