@@ -324,6 +324,17 @@ def python_model(root: str, name: str, config: str, code: str) -> None:
     _write(os.path.join(root, name, "1", "model.py"), code)
 
 
+def git_extract(mirror: str, ref: str, paths: "list[str]", dest: str) -> str:
+    """The files under ``paths`` of a bare mirror at ``ref``, unchanged,
+    under ``dest``; returns the commit."""
+    os.makedirs(dest, exist_ok=True)
+    archive = subprocess.run(["git", "-C", mirror, "archive", ref, *paths],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", dest], input=archive, check=True)
+    return subprocess.run(["git", "-C", mirror, "rev-parse", ref], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
 def densenet_labels(server_mirror: str = SERVER_MIRROR) -> str:
     """The real label file from the server repository mirror, else 1000
     made-up labels with VULTURE at the same index."""

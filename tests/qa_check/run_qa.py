@@ -185,12 +185,7 @@ def rows() -> List[Row]:
 
 def extract_qa(mirror: str, ref: str, dest: str) -> str:
     """QA's files at `ref` under dest/qa (unchanged); returns the commit."""
-    os.makedirs(dest, exist_ok=True)
-    archive = subprocess.run(["git", "-C", mirror, "archive", ref, *QA_PATHS],
-                             check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", dest], input=archive, check=True)
-    return subprocess.run(["git", "-C", mirror, "rev-parse", ref], check=True,
-                          capture_output=True, text=True).stdout.strip()
+    return make_repo.git_extract(mirror, ref, list(QA_PATHS), dest)
 
 
 def _copy(src: str, dst: str) -> None:
