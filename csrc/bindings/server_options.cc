@@ -72,6 +72,7 @@ void RegisterServerOptions(py::module_& m) {
   SETTER("set_model_control_mode", SetModelControlMode, "mode");
   SETTER("set_startup_model", SetStartupModel, "model_name");
   SETTER("set_strict_model_config", SetStrictModelConfig, "strict");
+  SETTER("set_model_config_name", SetModelConfigName, "model_config_name");
   SETTER("set_rate_limiter_mode", SetRateLimiterMode, "mode");
   SETTER("add_rate_limiter_resource", AddRateLimiterResource, "name", "count", "device");
   SETTER("set_pinned_memory_pool_byte_size", SetPinnedMemoryPoolByteSize, "size");

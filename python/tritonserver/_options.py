@@ -151,7 +151,7 @@ class Options:
         return [repos] if isinstance(repos, str) else list(repos)
 
     def _validate(self) -> None:
-        hints = typing.get_type_hints(Options)
+        hints = typing.get_type_hints(type(self))
         for f in fields(self):
             _check(f.name, getattr(self, f.name), f.metadata["check"] or hints[f.name])
         if not self._repositories():
@@ -190,10 +190,24 @@ def apply_log_settings(**settings: Any) -> None:
 _LOG_FIELDS = ("log_info", "log_warn", "log_error", "log_verbose", "log_format")
 
 
+@dataclass
+class ServeOptions(Options):
+    """What ``serve`` starts its server with: Options, and the settings of
+    Triton's executable that NVIDIA's package has no field for. Not part of
+    the public API (Options keeps the reference's fields).
+
+    - ``model_config_name``: the executable's ``--model-config-name``; a
+      model with ``configs/<name>.pbtxt`` is configured by that file instead
+      of its config.pbtxt.
+    """
+
+    model_config_name: Optional[str] = _option(None, setter="set_model_config_name")
+
+
 def setter_names() -> set[str]:
     """The binding setters the fields use (tests/binding compares them with
     the binding's)."""
-    return {f.metadata["setter"] for f in fields(Options)}
+    return {f.metadata["setter"] for f in fields(ServeOptions)}
 
 
 # How a value meets a field's annotation; a wrong type outranks a wrong value.

@@ -302,7 +302,7 @@ def test_python_backend_refusal_reads_the_repository_as_the_core_does(monkeypatc
         (tmp_path / name / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
         (tmp_path / name / "config.pbtxt").write_text(header + io)
     options = tritonserver.Options(model_repository=str(tmp_path))
-    assert [_runtime._is_python_model(options, n) for n in ("unnamed", "named", "other")] == \
+    assert [_runtime.is_python_model(options, n) for n in ("unnamed", "named", "other")] == \
         [True, True, False]
     refusal = StubEnv(False, reason="python backend models are disabled: numpy 2.")
     monkeypatch.setattr(_runtime, "_stub_environment", lambda core: refusal)

@@ -135,11 +135,45 @@ def test_start_up_table_names_the_mode_the_user_chose(repository):
         serve.end()
 
 
+def test_a_model_config_name_picks_each_models_named_config(tmp_path):
+    """--model-config-name=NAME: a model with configs/NAME.pbtxt is
+    configured by it (here: another max_batch_size and two instances), one
+    without by its config.pbtxt."""
+    source = os.path.join(tritonserver.example_model_repository(), "identity_fp32")
+    for name in ("named", "plain"):
+        shutil.copytree(source, tmp_path / name)
+    with open(os.path.join(source, "config.pbtxt")) as f:
+        base = "".join(line for line in f if not line.startswith("instance_group"))
+    for name in ("named", "plain"):
+        (tmp_path / name / "config.pbtxt").write_text(base.replace("identity_fp32", name))
+    (tmp_path / "named" / "configs").mkdir()
+    (tmp_path / "named" / "configs" / "h100.pbtxt").write_text(
+        base.replace("identity_fp32", "named")
+        + "instance_group [ { kind: KIND_CPU, count: 2 } ]\n"
+        + 'parameters { key: "picked" value { string_value: "h100" } }\n')
+    serve = Serve("--model-repository", str(tmp_path), "--http-port", "0", "--grpc-port", "0",
+                  "--metrics-port", "0", "--model-config-name=h100")
+    try:
+        serve.wait_ready()
+        port = serve.ports["HTTPService"]
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{port}")
+        try:
+            named = client.get_model_config("named")
+            plain = client.get_model_config("plain")
+        finally:
+            client.close()
+        assert named["parameters"]["picked"]["string_value"] == "h100"
+        assert named["instance_group"][0]["count"] == 2
+        assert "picked" not in plain.get("parameters", {})
+        infer_twice_and_statistics(port, "named")
+    finally:
+        serve.end()
+
+
 @pytest.mark.parametrize("flag, reason", [
     ("--cuda-memory-pool-byte-size=0:1024", "no GPU support"),
     ("--allow-sagemaker=true", "no SageMaker frontend"),
     ("--vertex-ai-port=8080", "no Vertex AI frontend"),
-    ("--model-config-name=h100", "does not expose it"),
 ])
 def test_refused_flags_say_why(repository, flag, reason):
     serve = Serve("--model-repository", repository, flag)

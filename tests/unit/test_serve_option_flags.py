@@ -104,7 +104,7 @@ def test_refusal_reasons_say_why():
     assert "GPU" in option_flags.REFUSED["--cuda-memory-pool-byte-size"]
     assert "SageMaker" in option_flags.REFUSED["--sagemaker-port"]
     assert "Vertex AI" in option_flags.REFUSED["--vertex-ai-default-model"]
-    assert "binding" in option_flags.REFUSED["--model-config-name"]
+    assert "--model-config-name" not in option_flags.REFUSED
 
 
 @pytest.mark.parametrize("argv", [["--allow-sagemaker=false"], ["--allow-vertex-ai", "0"],

@@ -18,10 +18,6 @@ NO_SAGEMAKER = ("serve has no SageMaker frontend; the tritonserver executable ha
                 "(python -m tritonserver executable)")
 NO_VERTEX_AI = ("serve has no Vertex AI frontend; the tritonserver executable has one "
                 "(python -m tritonserver executable)")
-NO_MODEL_CONFIG_NAME = (
-    "not available yet: core 2.51 has it (TRITONSERVER_ServerOptionsSetModelConfigName), but "
-    "this package's binding does not expose it; put the configuration in config.pbtxt")
-
 # flag -> why serve refuses it. A ``--allow-*`` flag set to false asks for
 # nothing serve lacks and is accepted (scripts written for the executable pass
 # --allow-sagemaker=false).
@@ -39,7 +35,6 @@ REFUSED = {
     "--vertex-ai-port": NO_VERTEX_AI,
     "--vertex-ai-thread-count": NO_VERTEX_AI,
     "--vertex-ai-default-model": NO_VERTEX_AI,
-    "--model-config-name": NO_MODEL_CONFIG_NAME,
 }
 _FALSE_ACCEPTED = {"--allow-sagemaker", "--allow-vertex-ai", "--enable-peer-access"}
 
@@ -80,6 +75,9 @@ def add_arguments(p: argparse.ArgumentParser, uint: Any) -> None:
                         "instance asks for)")
 
     g = p.add_argument_group("core")
+    g.add_argument("--model-config-name", default=None, metavar="NAME",
+                   help="configure each model that has configs/<NAME>.pbtxt with that file "
+                        "instead of its config.pbtxt")
     g.add_argument("--host-policy", action="append", default=[],
                    metavar="<policy_name>,<setting>=<value>",
                    help="numa-node or cpu-cores (<lo>-<hi>[,...]) of a host policy; CPU "
@@ -193,6 +191,7 @@ def option_settings(args: argparse.Namespace) -> dict[str, Any]:
         "metrics_configuration": metrics_settings(args.metrics_config),
         "repo_agent_directory": args.repoagent_directory,
         "buffer_manager_thread_count": args.buffer_manager_thread_count,
+        "model_config_name": args.model_config_name or None,
     }
 
 

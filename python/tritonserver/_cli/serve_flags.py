@@ -21,6 +21,7 @@ import time
 from typing import Any, NoReturn
 
 from tritonserver._cli import option_flags
+from tritonserver._options import ServeOptions
 
 DEFAULT_ADDRESS = "127.0.0.1"
 _TRUE = {"true", "on", "1", "yes"}
@@ -247,7 +248,7 @@ def server_options(args: argparse.Namespace) -> Any:
         if not comma or not eq or not backend or not setting:
             raise ValueError(f"--backend-config={item!r}: expected <backend>,<setting>=<value>")
         backend_config.setdefault(backend, {})[setting] = value
-    return tritonserver.Options(
+    return ServeOptions(
         model_repository=list(args.model_repository), server_id=args.id,
         model_control_mode=mode, startup_models=list(args.load_model),
         strict_model_config=strict, strict_readiness=args.strict_readiness,

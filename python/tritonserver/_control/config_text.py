@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import functools
 import math
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
@@ -281,6 +282,17 @@ def _schema(path: str) -> _Schema:
 
 
 # ---- the text format ----
+
+def config_file(folder: str, config_name: Optional[str] = None) -> str:
+    """The file the core reads a model's configuration from: with a model
+    config name (the executable's ``--model-config-name``),
+    ``configs/<name>.pbtxt`` where the model has one, else ``config.pbtxt``."""
+    if config_name:
+        named = os.path.join(folder, "configs", f"{config_name}.pbtxt")
+        if os.path.isfile(named):
+            return named
+    return os.path.join(folder, "config.pbtxt")
+
 
 def parse_model_config(text: str) -> dict[str, Any]:
     """A config.pbtxt's text -> the dict of its JSON form (see the module's doc)."""

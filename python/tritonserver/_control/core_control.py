@@ -144,7 +144,8 @@ class CoreControl:
         # the ensembles, one by one: loaded first, they would load the models
         # they use as the repository has them.
         ensembles = {name for name, _ in later
-                     if instances.is_ensemble(self._model_dirs(name), name)}
+                     if instances.is_ensemble(self._model_dirs(name), name,
+                                              self._config_name())}
         first = [item for item in later if item[0] not in ensembles]
         rest = [item for item in later if item[0] in ensembles]
         threads = max(1, min(len(first), self.core_options.model_load_thread_count or 1))
@@ -226,7 +227,8 @@ class CoreControl:
         return load_reasons.explain(
             name, self._model_dirs(name), options._repositories()
             + [path for path, _ in self._registered], parameters,
-            strict=bool(options.strict_model_config), namespacing=bool(options.model_namespacing))
+            strict=bool(options.strict_model_config), namespacing=bool(options.model_namespacing),
+            config_name=self._config_name())
 
     def _one_instance(self, name: str,
                       parameters: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
@@ -236,7 +238,13 @@ class CoreControl:
             return None
         return instances.load_parameters(
             self._model_dirs(name), [str(options.backend_directory)], name,
-            parameters, autocomplete=not options.strict_model_config)
+            parameters, autocomplete=not options.strict_model_config,
+            config_name=self._config_name())
+
+    def _config_name(self) -> Optional[str]:
+        """The model config name the server was given (serve's
+        --model-config-name: a ServeOptions field), if any."""
+        return getattr(self.core_options, "model_config_name", None) or None
 
     def _model_dirs(self, name: str) -> list[str]:
         dirs = [os.path.join(repo, name) for repo in self.core_options._repositories()]

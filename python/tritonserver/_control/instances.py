@@ -46,19 +46,21 @@ _GROUP_KEEPS_N = ("host_policy", "rate_limiter", "secondary_devices", "profile",
 
 def load_parameters(model_dirs: list[str], backend_dirs: list[str], name: str,
                     parameters: Optional[dict[str, Any]] = None,
-                    autocomplete: bool = False) -> Optional[dict[str, Any]]:
+                    autocomplete: bool = False,
+                    config_name: Optional[str] = None) -> Optional[dict[str, Any]]:
     """The load parameters that give model `name` one core instance, or
     None to load it as asked. `model_dirs`: the folders the model may be in
     (the first that exists is the core's); `backend_dirs`: the folders of
     backends, the first one with a backend wins; `parameters`: the load
     call's own (a ``config`` there replaces the repository's);
     `autocomplete`: the server completes config-less models
-    (strict_model_config=False)."""
+    (strict_model_config=False); `config_name`: the server's model config
+    name, if any (config_text.config_file)."""
     if os.environ.get("TRITONSERVER_ONE_CORE_INSTANCE", "1") == "0":
         return None  # as configured: for measuring what the workers replace
     parameters = dict(parameters or {})
     try:
-        config, folder = _config_of(model_dirs, name, parameters)
+        config, folder = _config_of(model_dirs, name, parameters, config_name)
         if config is None or (config == {} and not autocomplete):
             return None  # unreadable, or no config.pbtxt: the core says why
         backend = _backend_of(config, folder)
@@ -98,13 +100,13 @@ def user_view(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def is_ensemble(model_dirs: list[str], name: str) -> bool:
-    config, _ = _config_of(model_dirs, name, {})
+def is_ensemble(model_dirs: list[str], name: str, config_name: Optional[str] = None) -> bool:
+    config, _ = _config_of(model_dirs, name, {}, config_name)
     return bool(config and config.get("platform") == "ensemble")
 
 
-def _config_of(model_dirs: list[str], name: str,
-               parameters: dict[str, Any]) -> tuple[Optional[dict[str, Any]], Optional[str]]:
+def _config_of(model_dirs: list[str], name: str, parameters: dict[str, Any],
+               config_name: Optional[str]) -> tuple[Optional[dict[str, Any]], Optional[str]]:
     """The model's configuration as a dict and its folder; (None, folder)
     when it cannot be read (the core reports why when it loads)."""
     folder = next((d for d in model_dirs if os.path.isdir(d)), None)
@@ -117,10 +119,11 @@ def _config_of(model_dirs: list[str], name: str,
         return (config if isinstance(config, dict) else None), folder
     if any(str(k).startswith("file:") for k in parameters) or folder is None:
         return None, folder
-    path = os.path.join(folder, "config.pbtxt")
+    from tritonserver._control.config_text import ConfigTextError, config_file, parse_model_config
+
+    path = config_file(folder, config_name)
     if not os.path.isfile(path):
         return {}, folder  # auto-completed by the core (strict_model_config=False)
-    from tritonserver._control.config_text import ConfigTextError, parse_model_config
 
     try:
         with open(path, encoding="utf-8") as f:

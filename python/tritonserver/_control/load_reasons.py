@@ -21,10 +21,12 @@ POLL_FAILURE = "failed to poll from model repository"
 
 
 def explain(name: str, model_dirs: list[str], repositories: list[str],
-            parameters: Optional[dict[str, Any]], strict: bool, namespacing: bool) -> str:
+            parameters: Optional[dict[str, Any]], strict: bool, namespacing: bool,
+            config_name: Optional[str] = None) -> str:
     """Why the core could not read model ``name``: ``model_dirs`` are the
     folders it may be in, ``repositories`` the repositories searched,
-    ``parameters`` the load call's, ``strict`` strict_model_config."""
+    ``parameters`` the load call's, ``strict`` strict_model_config,
+    ``config_name`` the server's model config name."""
     parameters = parameters or {}
     override = parameters.get("config")
     if override is not None:
@@ -46,7 +48,9 @@ def explain(name: str, model_dirs: list[str], repositories: list[str],
         return f"not unique across all model repositories (found in {', '.join(found)})"
     if override is not None:
         return _see_the_log()
-    config = os.path.join(found[0], "config.pbtxt")
+    from tritonserver._control.config_text import config_file
+
+    config = config_file(found[0], config_name)
     if os.path.isfile(config):
         return _config_problem(config) or _see_the_log()
     if strict:

@@ -17,6 +17,7 @@ import os
 import re
 from typing import Any
 
+from tritonserver._control.config_text import config_file
 from tritonserver._control.startup_models import models_loaded_at_start
 from tritonserver._errors import UnsupportedError
 
@@ -29,7 +30,7 @@ def prepare(options: Any, core: Any) -> None:
         stub.apply(os.environ)  # the stub is a child process: it inherits these
         return
     for name in models_loaded_at_start(options):
-        if _is_python_model(options, name):
+        if is_python_model(options, name):
             raise UnsupportedError(_python_refusal(name, stub.reason))
 
 
@@ -39,7 +40,7 @@ def check_model_loadable(core: Any, options: Any, name: str,
 
     ``parameters`` are those of the load call: a ``config`` there replaces
     the repository's, and ``file:`` entries are the model's files."""
-    if core is None or not _is_python_model(options, name, parameters):
+    if core is None or not is_python_model(options, name, parameters):
         return
     stub = _stub_environment(core)
     if not stub.usable:
@@ -69,7 +70,7 @@ def _runs_on_python_backend(backend: Any, platform: Any, has_model_py: bool) -> 
     return has_model_py
 
 
-def _is_python_model(options: Any, name: str, parameters: "dict[str, Any] | None" = None) -> bool:
+def is_python_model(options: Any, name: str, parameters: "dict[str, Any] | None" = None) -> bool:
     parameters = parameters or {}
     config = parameters.get("config")
     if isinstance(config, str):  # the load call's config replaces the repository's
@@ -90,7 +91,7 @@ def _is_python_model(options: Any, name: str, parameters: "dict[str, Any] | None
         has_model_py = any(os.path.isfile(os.path.join(folder, v, "model.py"))
                            for v in os.listdir(folder) if os.path.isdir(os.path.join(folder, v)))
         named: dict[str, str] = {}
-        config = os.path.join(folder, "config.pbtxt")
+        config = config_file(folder, getattr(options, "model_config_name", None))
         if os.path.isfile(config):
             with open(config, encoding="utf-8", errors="replace") as f:
                 for field, value in _NAMED.findall(f.read()):
