@@ -1,7 +1,8 @@
 """Network frontends for an in-process Server: Triton's own wire protocols.
 
 ``KServeHttp`` (KServe v2 HTTP/REST, with Triton's binary tensor, generate
-and repository extensions), ``KServeGrpc`` (the ``inference.GRPCInferenceService``
+and repository extensions), ``OpenAI`` (OpenAI's completions, chat
+completions and models API, docs/openai.md), ``KServeGrpc`` (the ``inference.GRPCInferenceService``
 gRPC service and the standard health service) and ``Metrics`` (Prometheus
 text at ``/metrics``) each serve a running ``tritonserver.Server``; any
 number may serve one server at once. Clients written for Triton, such as
@@ -27,6 +28,11 @@ _require()
 from tritonserver.frontends.grpc.service import KServeGrpc  # noqa: E402
 from tritonserver.frontends.http.app import HttpSettings, KServeHttp, create_http_app  # noqa: E402
 from tritonserver.frontends.http.metrics import Metrics, create_metrics_app  # noqa: E402
+from tritonserver.frontends.openai.app import (  # noqa: E402
+    OpenAI,
+    OpenAISettings,
+    create_openai_app,
+)
 from tritonserver.frontends._restricted import (  # noqa: E402
     FeatureGroup,
     Protocols,
@@ -39,8 +45,11 @@ __all__ = [
     "KServeGrpc",
     "KServeHttp",
     "Metrics",
+    "OpenAI",
+    "OpenAISettings",
     "Protocols",
     "RestrictedFeatures",
     "create_http_app",
     "create_metrics_app",
+    "create_openai_app",
 ]

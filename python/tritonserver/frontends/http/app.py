@@ -28,11 +28,12 @@ from tritonserver.frontends.dataplane import repository as _repository
 from tritonserver.frontends.dataplane import shared_memory as _shm
 from tritonserver.frontends._frontend import AsgiFrontend
 from tritonserver.frontends.http.codec import infer_reply, parse_infer, raw_binary_call
+from tritonserver.frontends.http.endpoint import (Endpoint, checked_limits, server_provider,
+                                                  starlette_errors)
 from tritonserver.frontends.http.wire import (
     HEADER_LENGTH,
     JSON_TYPE,
     SSE_TYPE,
-    Disconnected,
     Receive,
     Reply,
     Scope,
@@ -44,24 +45,17 @@ from tritonserver.frontends.http.wire import (
     json_bytes,
     ok_json,
     read_body,
-    send_reply,
 )
 from tritonserver.frontends.dataplane.inference import WireRequest, infer_once, mark, tracing
 from tritonserver.frontends.dataplane.log_settings import log_settings_request
 from tritonserver.frontends._restricted import (
     Protocols,
     RestrictedLike,
-    as_restricted,
-    restriction_table,
 )
 from tritonserver.frontends.dataplane.trace_settings import check_trace_request, trace_settings
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
-
-class _MethodNotAllowed(InvalidArgumentError):
-    pass
-
 
 @dataclass
 class HttpSettings:
@@ -75,76 +69,17 @@ class HttpSettings:
     _forward: Optional["re.Pattern[str]"] = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        size = self.max_input_size
-        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-            raise InvalidArgumentError(
-                f"max_input_size: expected a positive number of bytes, got {size!r}")
-        self._restrictions = restriction_table(
-            as_restricted(self.restricted_features, "restricted_features"))
+        self._restrictions = checked_limits(self.max_input_size, self.restricted_features)
         if not isinstance(self.allow_client_shm, bool):
             raise InvalidArgumentError("allow_client_shm: expected a bool")
         self._forward = forward_regex(self.header_forward_pattern, "header_forward_pattern")
-
-
-class _Endpoint:
-    """An ASGI endpoint: checks the method and restriction, runs a handler,
-    turns any error into Triton's JSON error body and status."""
-
-    def __init__(self, api: "_Api", handler: Callable[..., Awaitable[Reply]],
-                 protocol: Protocols, methods: tuple[str, ...]):
-        self.api = api
-        self.handler = handler
-        self.protocol = protocol
-        self.methods = methods
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        api = self.api
-        server: Optional[Server] = None
-        try:
-            if scope["method"] not in self.methods:
-                raise _MethodNotAllowed("Method Not Allowed")
-            restriction = api.restrictions.get(self.protocol) if api.restrictions else None
-            if restriction is not None:
-                key, value = restriction
-                got = header(scope, key.encode("latin-1"))
-                if got is None or got.decode("latin-1") != value:
-                    raise c.Forbidden(f"This API is restricted, expecting header '{key}'")
-            server = api.server()
-            reply = await self.handler(scope, receive, send, server,
-                                       **scope.get("path_params", {}))
-        except Disconnected:
-            return
-        except Exception as e:  # every error becomes a response; the server goes on
-            error: BaseException = e
-            if server is not None and not isinstance(e, (c.Forbidden, c.PayloadTooLarge,
-                                                          _MethodNotAllowed)):
-                error = c.unavailable_if_stopped(server, e)
-            status = 405 if isinstance(error, _MethodNotAllowed) else http_status(error)
-            extra = [(b"connection", b"close")] if isinstance(error, c.PayloadTooLarge) else None
-            message = c.error_message(error)
-            # The error's traceback holds this frame, which holds the error: a cycle that
-            # would keep the failed request's body (up to max_input_size) until the next
-            # full garbage collection (Triton's server PR #8764 fixed such a retention).
-            del error
-            await send_reply(send, status, JSON_TYPE, error_body(message), extra)
-            return
-        if reply is not None:
-            status, content_type, body, extra = reply
-            await send_reply(send, status, content_type, body, extra)
 
 
 class _Api:
     """The handlers of every endpoint, for one server (or server provider)."""
 
     def __init__(self, server: c.ServerLike, settings: HttpSettings):
-        if isinstance(server, Server):
-            self.server: Callable[[], Server] = lambda: server
-        elif callable(server):
-            self.server = lambda: c.resolve(server)
-        else:
-            raise InvalidArgumentError(
-                f"server: expected a tritonserver.Server or a callable returning one, "
-                f"got {type(server).__name__}")
+        self.server = server_provider(server)
         self.settings = settings
         self._state: Optional[tuple[Server, c.ServerState]] = None
         self.max_input_size = settings.max_input_size
@@ -416,7 +351,7 @@ def _app_class() -> type:
         framework's layers (while no user middleware is installed: with one,
         every request goes through FastAPI)."""
 
-        triton_infer: Optional[_Endpoint] = None
+        triton_infer: Optional[Endpoint] = None
 
         async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
             endpoint = self.triton_infer
@@ -448,9 +383,6 @@ def create_http_app(server: c.ServerLike, settings: Optional[HttpSettings] = Non
     ``header_forward_pattern``. Serve it with any ASGI server; KServeHttp
     serves it with the package's own (_httpserver.py).
     """
-    from starlette.exceptions import HTTPException
-    from starlette.requests import Request
-    from starlette.responses import Response
     from starlette.routing import Route
 
     if settings is None:
@@ -458,16 +390,9 @@ def create_http_app(server: c.ServerLike, settings: Optional[HttpSettings] = Non
     elif kwargs:
         raise InvalidArgumentError("pass either settings or their fields as keywords, not both")
     api = _Api(server, settings)
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        status = exc.status_code if isinstance(exc, HTTPException) else 500
-        detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
-        return Response(error_body(str(detail)), status_code=status,
-                        media_type="application/json")
-
     app = _app_class()(title="tritonserver: KServe v2 HTTP/REST", docs_url=None,
                        redoc_url=None, openapi_url=None,
-                       exception_handlers={HTTPException: http_error})
+                       exception_handlers=starlette_errors(lambda text, *_: error_body(text)))
     get, post, both = ("GET",), ("POST",), ("GET", "POST")
     m = "/v2/models/{model_name}"
     mv = m + "/versions/{model_version}"
@@ -524,7 +449,7 @@ def create_http_app(server: c.ServerLike, settings: Optional[HttpSettings] = Non
          Protocols.SHM_MEMORY, post),
     ]
     for path, handler, protocol, methods in table:
-        endpoint = _Endpoint(api, handler, protocol, methods)
+        endpoint = Endpoint(api, handler, protocol, methods)
         if handler == api.infer and app.triton_infer is None:
             app.triton_infer = endpoint
         # A class instance as endpoint: Starlette calls it as a plain ASGI app.
