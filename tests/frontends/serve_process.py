@@ -15,8 +15,8 @@ import tritonserver
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(tritonserver.__file__)))
 READY_TIMEOUT_S = 120
 EXIT_TIMEOUT_S = 60
-STARTED = re.compile(r"Started (GRPCInferenceService|HTTPService|Metrics Service) at "
-                     r"(\S+):(\d+)")
+STARTED = re.compile(r"Started (GRPCInferenceService|HTTPService|Metrics Service|OpenAIService) "
+                     r"at (\S+):(\d+)")
 
 
 class Serve:

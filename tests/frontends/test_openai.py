@@ -519,3 +519,79 @@ def test_a_model_error_before_or_within_a_stream(client: Any, frontend: OpenAI) 
         list(client.completions.create(model="words", prompt="a b c", stream=True,
                                        extra_body={"fail_after": 2}))
     assert_live(frontend)
+
+
+# ---- serve --openai-port: a python-backend model.py and an ensemble over it ---------------
+
+PB_CONFIG = '''name: "pb_words"
+backend: "inprocess"
+max_batch_size: 0
+model_transaction_policy { decoupled: true }
+input [ { name: "text_input", data_type: TYPE_STRING, dims: [ 1 ] } ]
+output [ { name: "text_output", data_type: TYPE_STRING, dims: [ 1 ] } ]
+'''
+PB_MODEL = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+            prompt = pb_utils.get_input_tensor_by_name(request, "text_input").as_numpy()
+            for word in prompt.reshape(-1)[0].decode().split():
+                out = np.array([(word.upper() + " ").encode()], dtype=object)
+                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("text_output", out)]))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+'''
+ENSEMBLE_CONFIG = '''name: "ens_words"
+platform: "ensemble"
+max_batch_size: 0
+input [ { name: "text_input", data_type: TYPE_STRING, dims: [ 1 ] } ]
+output [ { name: "text_output", data_type: TYPE_STRING, dims: [ 1 ] } ]
+ensemble_scheduling { step [ {
+  model_name: "pb_words", model_version: -1
+  input_map { key: "text_input", value: "text_input" }
+  output_map { key: "text_output", value: "text_output" }
+} ] }
+'''
+
+
+def test_serve_openai_port_with_a_model_py_and_an_ensemble(tmp_path: Any) -> None:
+    from frontends.serve_process import Serve
+
+    (tmp_path / "pb_words" / "1").mkdir(parents=True)
+    (tmp_path / "pb_words" / "config.pbtxt").write_text(PB_CONFIG)
+    (tmp_path / "pb_words" / "1" / "model.py").write_text(PB_MODEL)
+    (tmp_path / "ens_words" / "1").mkdir(parents=True)
+    (tmp_path / "ens_words" / "config.pbtxt").write_text(ENSEMBLE_CONFIG)
+    serve = Serve("--model-repository", str(tmp_path), "--allow-http", "false",
+                  "--allow-grpc", "false", "--allow-metrics", "false", "--openai-port", "0",
+                  "--log-info", "false", "--exit-timeout-secs", "10")
+    try:
+        serve.wait_ready()
+        url = f"http://127.0.0.1:{serve.ports['OpenAIService']}/v1"
+        client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=30)
+        assert sorted(m.id for m in client.models.list()) == ["ens_words", "pb_words"]
+        for model in ("pb_words", "ens_words"):
+            reply = client.completions.create(model=model, prompt="to be or")
+            assert reply.choices[0].text == "TO BE OR ", model
+            pieces = [c.choices[0].text for c in client.completions.create(
+                model=model, prompt="not to be", stream=True)]
+            assert pieces == ["NOT ", "TO ", "BE ", ""], model
+            reply = client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "hi"}])
+            assert reply.choices[0].message.content == "USER: HI ASSISTANT: "
+        serve.process.terminate()
+        assert serve.wait() == 0, serve.output()
+    finally:
+        serve.end()
+
+
+def test_serve_ray_refuses_the_openai_port() -> None:
+    pytest.importorskip("ray")
+    from tritonserver._cli.serve import main
+
+    assert main(["--ray", "--model-repository", "models", "--openai-port", "0"]) == 2

@@ -121,8 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="<apis>:<key>=<value>")
 
     g.add_argument("--http-ssl-certfile", default="", metavar="PATH",
-                   help="serve HTTPS on the HTTP and metrics ports with this certificate "
-                        "(PEM; the chain after it)")
+                   help="serve HTTPS on the HTTP, metrics and OpenAI ports with this "
+                        "certificate (PEM; the chain after it)")
     g.add_argument("--http-ssl-keyfile", default="", metavar="PATH",
                    help="the certificate's private key (PEM)")
     g.add_argument("--http-ssl-ca-certs", default="", metavar="PATH",
@@ -130,6 +130,25 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--http-ssl-cert-reqs", choices=("none", "optional", "required"),
                    default=None, help="client certificates: none (default without "
                    "--http-ssl-ca-certs), optional, or required (default with it)")
+
+    g = p.add_argument_group(
+        "OpenAI (docs/openai.md)",
+        "OpenAI's completions, chat completions and models API for the text-generation "
+        "models, on a port of its own; HTTPS with the --http-ssl-* flags.")
+    g.add_argument("--openai-port", type=_port, default=None, metavar="PORT",
+                   help="serve OpenAI's API on this port (default: not served)")
+    g.add_argument("--openai-address", default=DEFAULT_ADDRESS)
+    g.add_argument("--reuse-openai-port", type=_bool, nargs="?", const=True, default=False,
+                   metavar="BOOL")
+    g.add_argument("--openai-max-input-size", type=_uint, default=64 << 20, metavar="BYTES",
+                   help="the largest request body (413 beyond)")
+    g.add_argument("--openai-restricted-api", action="append", default=[],
+                   metavar="<apis>:<key>=<value>",
+                   help="APIs that need a header (repeatable): inference, model-repository, "
+                        "health, statistics (/metrics)")
+    g.add_argument("--openai-tokenizer", default="", metavar="NAME|PATH",
+                   help="a Hugging Face tokenizer (needs transformers) for chat templates "
+                        "and token counts")
 
     g = p.add_argument_group("shared memory")
     g.add_argument("--allow-client-shm", type=_bool, nargs="?", const=True, default=False,

@@ -1,5 +1,6 @@
 """``python -m tritonserver serve`` without ``--ray``: an in-process Server
-behind the HTTP, gRPC and metrics frontends (flags: ``tritonserver._cli.serve_flags``).
+behind the HTTP, gRPC and metrics frontends, and OpenAI's with
+``--openai-port`` (flags: ``tritonserver._cli.serve_flags``).
 
 It runs until SIGINT or SIGTERM, then stops accepting, lets requests in
 flight finish within ``--exit-timeout-secs``, stops the server and exits 0.
@@ -22,7 +23,7 @@ from tritonserver._cli.serve_flags import (COMPRESSION_LEVELS, Signals, end_proc
 from tritonserver._server import startup_failures, tracing_of
 # Imported here, not when serving starts: without the serve extra this
 # module's import fails, saying how to install it (tritonserver._cli.serve).
-from tritonserver.frontends import KServeGrpc, KServeHttp, Metrics
+from tritonserver.frontends import KServeGrpc, KServeHttp, Metrics, OpenAI
 from tritonserver._cli.trace_flags import DEPRECATED_FLAGS, deprecation_warnings, start_settings
 
 
@@ -99,6 +100,15 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None,
                     restricted_features=list(args.http_restricted_api),
                     allow_client_shm=args.allow_client_shm, **tls)).start())
                 say(f"Started HTTPService at {frontends[-1].url}"
+                    + (" (HTTPS)" if tls else ""))
+            if args.openai_port is not None:
+                frontends.append(OpenAI(server, OpenAI.Options(
+                    address=args.openai_address, port=args.openai_port,
+                    reuse_port=args.reuse_openai_port,
+                    max_input_size=args.openai_max_input_size,
+                    restricted_features=list(args.openai_restricted_api),
+                    tokenizer=args.openai_tokenizer, **tls)).start())
+                say(f"Started OpenAIService at {args.openai_address}:{frontends[-1].port}"
                     + (" (HTTPS)" if tls else ""))
             if args.allow_metrics:
                 frontends.append(Metrics(server, Metrics.Options(

@@ -183,6 +183,11 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None) -> int:
         say("tritonserver serve --ray: --trace-config is not served on Ray (each replica's "
             "server would write its own trace file): serve without --ray to trace")
         return 2
+    if getattr(args, "openai_port", None) is not None:
+        say("tritonserver serve --ray: --openai-port is not served on Ray: Ray Serve's proxy "
+            "serves one HTTP port, the KServe application's; serve without --ray for OpenAI's "
+            "API (or mount tritonserver.frontends.create_openai_app in your own deployment)")
+        return 2
     try:
         ingress, note = choose_ingress(args)
         if note:
