@@ -1,6 +1,7 @@
 """``python -m tritonserver``: install a core, show versions, run a demo,
-serve a model repository over the network (``serve``), or run NVIDIA's
-``tritonserver`` executable of the installed core, set up (``executable``)."""
+serve a model repository over the network (``serve``), run NVIDIA's
+``tritonserver`` executable of the installed core, set up (``executable``), or
+list the backends installed as entry points (``backends``)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from tritonserver._cli.executable import main as executable_main
 
         return executable_main(args[1:])
+    if args[:1] == ["backends"]:
+        from tritonserver._framework._plugins import main as backends_main
+
+        return backends_main(args[1:])
     from tritonserver._core.cli import main as core_main
 
     return core_main(args)

@@ -49,7 +49,12 @@ def prepare_options(options: Any, core: Any, server_index: int) -> None:
         raise InvalidArgumentError(
             f"Options.backend_directory: {user_dir!r} is not a folder; give a folder "
             "holding one subfolder per backend (<name>/libtriton_<name>.so)")
-    options.backend_directory = backend_directory(core, package_backends_dir(), user_dir)
+    # Plugin backends (entry points, docs/plugins.md) get a library of their
+    # name there: read from metadata now, their code imported when a model uses one.
+    from tritonserver._framework._plugins import backends_dir
+
+    options.backend_directory = backend_directory(core, backends_dir(package_backends_dir()),
+                                                  user_dir)
     if options.cache_directory is None and core.cache_dir:
         options.cache_directory = core.cache_dir
     if not _gpu.present():

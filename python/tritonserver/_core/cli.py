@@ -79,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="run NVIDIA's tritonserver executable of the installed core with its "
                         "flags, set up: libraries, the python backend and this package's "
                         "backends, the stub's Python")
+    sub.add_parser("backends", add_help=False,
+                   help="list the backends installed as entry points (tritonserver.backends): "
+                        "distribution, API version, whether their dependencies import")
     sub.add_parser("demo", add_help=False,
                    help="start a server on the example models and run one inference")
     return p

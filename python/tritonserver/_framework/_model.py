@@ -7,7 +7,7 @@ here, the same for every framework."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 from tritonserver._errors import InvalidArgumentError, TritonError
 from tritonserver._framework._batch import Batcher
@@ -23,6 +23,22 @@ class FrameworkModel(PythonModel):
         self.load()
 
     # ---- What a framework defines -----------------------------------------
+
+    # "MAJOR.MINOR" of the backend API (tritonserver.backend_api) the class is
+    # written for; checked when the class is loaded.
+    api_version: ClassVar[str]
+    # Modules the backend imports to run (python -m tritonserver backends
+    # says whether each imports).
+    requires: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def complete(cls, name: str, version: int, config: dict[str, Any], repository_path: str,
+                 settings: dict[str, str]) -> Optional[dict[str, Any]]:
+        """The configuration completed from the model, or None to keep it;
+        called before the load, only when the server allows completion
+        (strict_model_config=False). `settings`: the backend's command-line
+        settings (Options.backend_configuration)."""
+        return None
 
     def load(self) -> None:
         """Open the model and check the configuration against it; raise to

@@ -78,12 +78,15 @@ def complete_config(name: str, version: int, config_json: str, repository_path: 
     """The model configuration completed by its runtime (the server allows
     it: Options.strict_model_config=False), or None to keep it."""
     config = json.loads(config_json)
-    module = framework(config.get("backend"))
-    if module is None:
+    try:
+        backend = framework(config.get("backend"))
+    except Exception as e:
+        _raise(name, "finding its backend", e)
+    if backend is None:
         return None
     settings = json.loads(backend_settings_json).get("cmdline", {})
     try:
-        completed = module.complete(name, version, config, repository_path, settings)
+        completed = backend.complete(name, version, config, repository_path, settings)
     except Exception as e:
         _raise(name, "completing its configuration", e)
     return None if completed is None else json.dumps(completed)
@@ -93,9 +96,9 @@ def load_model(name: str, version: int, config_json: str, repository_path: str) 
     config = json.loads(config_json)
     parameters = _string_parameters(config)
     try:
-        module = framework(config.get("backend"))
-        if module is not None:
-            model: PythonModel = module.Model()
+        backend = framework(config.get("backend"))
+        if backend is not None:
+            model: PythonModel = backend()
         else:
             model = _loader.make(name, version, repository_path, parameters,
                                  config.get("default_model_filename", ""))

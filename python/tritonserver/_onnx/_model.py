@@ -10,11 +10,28 @@ from typing import Any, Optional
 from tritonserver._framework import _config as _checks
 from tritonserver._framework._model import FrameworkModel
 from tritonserver._framework._params import text_inputs
+from tritonserver._framework._plugins import API_VERSION
 from tritonserver._inprocess._model import ModelInstance
 from tritonserver._onnx import _config, _session
 
 
 class OnnxRuntimeModel(FrameworkModel):
+    api_version = API_VERSION
+    requires = ("onnxruntime",)
+
+    @classmethod
+    def complete(cls, name: str, version: int, config: dict[str, Any], repository_path: str,
+                 settings: dict[str, str]) -> Optional[dict[str, Any]]:
+        """The configuration completed from the model (a CPU session reads it)."""
+        ort = _session.onnxruntime()
+        path = _session.model_path(name, version, repository_path, config)
+        session = _session.open_session(ort, name, path, ort.SessionOptions(),
+                                        ["CPUExecutionProvider"])
+        inputs, outputs = _config.model_tensors(name, session)
+        return _checks.complete(name, _config.COMPLETION, config, inputs, outputs,
+                                _config.batchable(inputs, outputs),
+                                settings.get("default-max-batch-size"))
+
     def load(self) -> None:
         """Everything that can refuse the model is checked here, once per
         load, before any instance exists (a load that fails in an instance

@@ -10,20 +10,9 @@ compiled model, _model runs it. Installed with
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 BACKEND = "openvino"
-
-
-def complete(name: str, version: int, config: dict[str, Any], repository_path: str,
-             settings: dict[str, str]) -> Optional[dict[str, Any]]:
-    """The configuration completed from the model (read, not compiled)."""
-    from tritonserver._openvino import _config
-
-    ov = _config.openvino()
-    path = _config.model_path(name, version, repository_path, config)
-    return _config.complete(name, config, _config.read_model(ov.Core(), name, path),
-                            settings.get("default-max-batch-size"))
 
 
 def __getattr__(attribute: str) -> Any:

@@ -7,17 +7,30 @@ zeros (ENABLE_BATCH_PADDING=yes) or refused."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
 from tritonserver._errors import InternalError, InvalidArgumentError
 from tritonserver._framework._model import FrameworkModel
+from tritonserver._framework._plugins import API_VERSION
 from tritonserver._inprocess._model import ModelInstance
 from tritonserver._openvino import _compile, _config
 
 
 class OpenVINOModel(FrameworkModel):
+    api_version = API_VERSION
+    requires = ("openvino",)
+
+    @classmethod
+    def complete(cls, name: str, version: int, config: dict[str, Any], repository_path: str,
+                 settings: dict[str, str]) -> Optional[dict[str, Any]]:
+        """The configuration completed from the model (read, not compiled)."""
+        ov = _config.openvino()
+        path = _config.model_path(name, version, repository_path, config)
+        return _config.complete(name, config, _config.read_model(ov.Core(), name, path),
+                                settings.get("default-max-batch-size"))
+
     def load(self) -> None:
         """Everything that can refuse the model is checked here, once per
         load, before any instance exists."""

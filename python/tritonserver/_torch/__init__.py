@@ -9,22 +9,11 @@ _types maps data types, _model loads and runs. Installed with
 
 from __future__ import annotations
 
-import logging
-from typing import Any, Optional
+from typing import Any
 
 from tritonserver._torch._types import BACKEND
 
-__all__ = ["BACKEND", "complete"]
-
-
-def complete(name: str, version: int, config: dict[str, Any], repository_path: str,
-             settings: dict[str, str]) -> Optional[dict[str, Any]]:
-    """Triton's pytorch backend completes nothing: a TorchScript module does
-    not say its tensors' types and shapes. The configuration stays as it is."""
-    logging.getLogger("tritonserver.pytorch").warning(
-        "skipping model configuration auto-complete for '%s': not supported for pytorch "
-        "backend", name)
-    return None
+__all__ = ["BACKEND"]
 
 
 def __getattr__(attribute: str) -> Any:

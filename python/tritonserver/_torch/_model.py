@@ -22,6 +22,7 @@ from tritonserver._framework._params import (
     runtime,
     text_inputs,
 )
+from tritonserver._framework._plugins import API_VERSION
 from tritonserver._inprocess._model import ModelInstance
 from tritonserver._torch import _io
 from tritonserver._torch._types import BACKEND, config_types
@@ -84,6 +85,19 @@ def _set_interop(torch: Any, name: str, count: int) -> None:
 
 
 class TorchModel(FrameworkModel):
+    api_version = API_VERSION
+    requires = ("torch",)
+
+    @classmethod
+    def complete(cls, name: str, version: int, config: dict[str, Any], repository_path: str,
+                 settings: dict[str, str]) -> Optional[dict[str, Any]]:
+        """Triton's pytorch backend completes nothing: a TorchScript module does
+        not say its tensors' types and shapes. The configuration stays as it is."""
+        logging.getLogger("tritonserver.pytorch").warning(
+            "skipping model configuration auto-complete for '%s': not supported for pytorch "
+            "backend", name)
+        return None
+
     def load(self) -> None:
         """Everything that can refuse the model is checked here, once per
         load, before any instance exists."""
