@@ -170,8 +170,11 @@ class _Api:
                    generation: tg.Generation, include_usage: bool, shape: "_Shape") -> Reply:
         entry, model = self._served(server, name, chat=isinstance(shape, _ChatShape))
         stream = tg.start(server, entry, model, generation, self.tokenizer)
-        # The body was read: the next message is the disconnect, whenever it comes.
+        # The body was read: the next message is the disconnect, whenever it comes,
+        # and it cancels the request in the core at once (the model sees
+        # is_cancelled(); the stream then ends, or fails CANCELLED).
         gone = asyncio.ensure_future(receive())
+        gone.add_done_callback(lambda _: stream.cancel())
         try:
             first = await _next(stream, gone)  # an error here is a plain JSON error
             if not generation.stream:
@@ -195,18 +198,12 @@ def _usage(stream: tg.TextStream) -> dict[str, Any]:
 
 
 async def _next(stream: tg.TextStream, gone: "asyncio.Future[Any]") -> Optional[str]:
-    """The stream's next piece, or Disconnected (the request cancelled) once
-    the client has gone."""
+    """The stream's next piece, or Disconnected once the client has gone
+    (``gone``'s callback has cancelled the request then: see _run)."""
+    piece = await stream.next()
     if gone.done():
-        stream.cancel()
         raise Disconnected()
-    piece = asyncio.ensure_future(stream.next())
-    await asyncio.wait((piece, gone), return_when=asyncio.FIRST_COMPLETED)
-    if piece.done():
-        return piece.result()
-    piece.cancel()
-    stream.cancel()
-    raise Disconnected()
+    return piece
 
 
 class _Shape:
