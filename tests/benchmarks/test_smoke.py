@@ -1,6 +1,6 @@
 """Smoke tests of the benchmark harness: `benchmarks/run.py --quick` and
 `benchmarks/onnx_backend.py --quick` and `benchmarks/scale_out.py --quick` work end to end and write complete results
-documents; so does `benchmarks/frameworks.py --quick`.
+documents; so do `benchmarks/frameworks.py --quick` and `benchmarks/openai_stream.py --quick`.
 
 It measures nothing that is checked: no figure is compared with a time or a
 rate, only the document's shape (every system x workload present, numbers
@@ -266,3 +266,17 @@ def test_quick_scale_out_run_writes_every_figure(tmp_path):
         scaling = [b / a for b, a in zip(two["sleep_ips"]["runs"], one["sleep_ips"]["runs"])]
         assert ratios["two_over_one_replica"]["runs"] == scaling
         assert ratios["two_over_one_replica"]["target"] == 1.7
+
+
+OPENAI_STREAM = os.path.join(REPO, "benchmarks", "openai_stream.py")
+
+
+@pytest.mark.timeout(180)
+def test_quick_openai_stream_run_writes_every_figure(tmp_path):
+    pytest.importorskip("fastapi")
+    doc = _run_quick(OPENAI_STREAM, tmp_path / "stream.json", 120)
+    assert set(doc["systems"]) == {"async_infer", "generate_stream", "openai"}
+    for figures in doc["systems"].values():
+        assert figures["requests"] == doc["requests"] * doc["rounds"]
+        for key in ("ttft_ms", "tokens_per_s"):
+            assert all(_positive(figures[key][k]) for k in ("median", "min", "max")), figures
