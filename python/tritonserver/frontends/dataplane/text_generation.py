@@ -31,6 +31,7 @@ The conventions (docs/openai.md):
 
 from __future__ import annotations
 
+import importlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -405,13 +406,13 @@ class Tokenizer:
 
     def __init__(self, name: str):
         try:
-            from transformers import AutoTokenizer  # type: ignore[import-not-found]
+            transformers = importlib.import_module("transformers")  # optional: not typed here
         except ImportError:
             raise InvalidArgumentError(
                 f"tokenizer {name!r}: the tokenizer needs the transformers package "
                 "(pip install transformers)") from None
         try:
-            self._tokenizer = AutoTokenizer.from_pretrained(name)
+            self._tokenizer = transformers.AutoTokenizer.from_pretrained(name)
         except Exception as e:
             raise InvalidArgumentError(f"tokenizer {name!r} cannot be loaded: {e}") from None
         self.name = name

@@ -148,7 +148,7 @@ class _Api:
                 from None
         if not isinstance(document, dict):
             raise p.RequestError("The request body must be a JSON object")
-        return document  # type: ignore[no-any-return]
+        return document
 
     async def completions(self, scope: Scope, receive: Receive, send: Send,
                           server: Server) -> Reply:
