@@ -21,8 +21,13 @@ from tritonserver.frontends.openai import protocol as p
 
 
 def _cut(text: str, stops: list[str]) -> tuple[str, bool]:
-    found = [i for i in (text.find(s) for s in stops if s) if i >= 0]
-    return (text[:min(found)], True) if found else (text, False)
+    """The text up to the stop sequence that completes first, scanning the
+    whole text one character at a time."""
+    for end in range(len(text) + 1):
+        starts = [end - len(s) for s in stops if s and text[:end].endswith(s)]
+        if starts:
+            return text[:min(starts)], True
+    return text, False
 
 
 @settings(max_examples=300, deadline=None)

@@ -236,8 +236,8 @@ def response_text(response: Any) -> str:
 
 
 class StopScanner:
-    """Cuts text at the first stop sequence; text that may begin one is
-    held back until the next piece tells."""
+    """Cuts text before the first stop sequence to complete; text that may
+    begin one is held back until the next piece tells."""
 
     def __init__(self, stops: list[str]):
         self.stops = [s for s in stops if s]
@@ -248,10 +248,12 @@ class StopScanner:
         if not self.stops:
             return piece, False
         text = self.held + piece
-        cut = min((i for i in (text.find(s) for s in self.stops) if i >= 0), default=-1)
-        if cut >= 0:
+        # The stop sequence completed first (the earliest end; on a tie the
+        # longer one), so the cut is the same however the text was split.
+        found = [(i + len(stop), i) for stop in self.stops for i in (text.find(stop),) if i >= 0]
+        if found:
             self.held = ""
-            return text[:cut], True
+            return text[:min(found)[1]], True
         keep = 0
         for stop in self.stops:
             for n in range(min(len(stop) - 1, len(text)), keep, -1):
