@@ -19,6 +19,7 @@ import pytest
 
 import tritonserver
 from conftest import start_server, stop_within
+from plugins.xgboost_legacy import legacy_binary
 
 EXPLICIT = tritonserver.ModelControlMode.EXPLICIT
 NEEDS_311 = pytest.mark.skipif(sys.version_info < (3, 11),
@@ -257,26 +258,39 @@ def test_scikit_learn_forests_through_treelite_checkpoints(server, trained):
     close(infer(model, x), forest.predict(x).astype(np.float32))
 
 
-def legacy_binary_writer() -> Any:
-    """xgboost < 3.1 writes the legacy binary format; later versions cannot."""
-    xgb = pytest.importorskip("xgboost")
-    version = tuple(int(p) for p in xgb.__version__.split(".")[:2])
-    if version >= (3, 1):
-        pytest.skip(f"xgboost {xgb.__version__} cannot write the legacy binary format "
-                    "(model_type xgboost); xgboost<3.1 can")
-    return xgb
-
-
-def test_xgboost_legacy_binary(server, trained):
-    xgb = legacy_binary_writer()
-    booster, x = trained["xgb_binary"]
-
+def legacy(booster: Any) -> Any:
+    """Writes the booster in XGBoost's legacy binary format (xgboost_legacy.py)."""
     def write(path: str) -> None:
-        booster.save_model(path + ".deprecated")
-        os.rename(path + ".deprecated", path)
+        with open(path, "wb") as f:
+            f.write(legacy_binary(booster))
+    return write
 
-    model = serve(server, "xlegacy", config(None, 1, REGRESSOR), {"xgboost.model": write})
+
+def test_xgboost_legacy_binary(server, trained, libs):
+    xgb = libs[0]
+    booster, x = trained["xgb_binary"]
+    p = booster.predict(xgb.DMatrix(x))
+    # No model_type: FIL's default is xgboost, read from xgboost.model.
+    model = serve(server, "xlegacy", config(None, 2, PROBA), {"xgboost.model": legacy(booster)})
+    close(infer(model, x), np.stack([1 - p, p], axis=1))
+    model = serve(server, "xlegacy_labels", config("xgboost", 1, CLASSIFIER),
+                  {"xgboost.model": legacy(booster)})
+    near = np.abs(p - 0.5) < 1e-4
+    np.testing.assert_array_equal(infer(model, x)[~near], (p > 0.5)[~near].astype(np.float32))
+    booster, x = trained["xgb_multi"]
+    model = serve(server, "xlegacy_multi", config("xgboost", 3, PROBA),
+                  {"xgboost.model": legacy(booster)})
     close(infer(model, x), booster.predict(xgb.DMatrix(x)))
+    booster, x = trained["xgb_reg"]
+    model = serve(server, "xlegacy_reg", config("xgboost", 1, REGRESSOR),
+                  {"xgboost.model": legacy(booster)})
+    close(infer(model, x), booster.predict(xgb.DMatrix(x)))
+    if tuple(int(v) for v in xgb.__version__.split(".")[:2]) >= (3, 1):
+        text = refused(server, "xlegacy_native", config("xgboost", 1, {**REGRESSOR,
+                                                                       "engine": "native"}),
+                       {"xgboost.model": legacy(booster)})
+        assert "engine native needs xgboost to read the model, and xgboost" in text
+        assert "XGBoost 3.1 and later no longer read the legacy binary format" in text
 
 
 # ---- FIL's parameters -------------------------------------------------------
@@ -471,3 +485,11 @@ def test_the_plugin_is_a_separate_distribution_found_by_entry_point():
             with open(os.path.join(folder, name), encoding="utf-8") as f:
                 source = f.read()
             assert "tritonserver._" not in source, name
+
+
+def test_the_plugin_passes_mypy_strict():
+    _plugin_installed()
+    pytest.importorskip("mypy")
+    run = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
+                          "-p", "tritonserver_fil"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -46,14 +46,17 @@ def _library(module: str, why: str, requirement: str) -> Any:
             f"pip install \"{requirement}\"") from None
 
 
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".")[:2] if p.isdigit())
+
+
 def treelite() -> Any:
     if sys.version_info < (3, 11):
         raise UnavailableError(
             "the fil backend runs on Treelite 4.8 (FIL's CPU reference, GTIL), which needs "
             f"Python 3.11 or newer; this is Python {sys.version_info[0]}.{sys.version_info[1]}")
     tl = _library("treelite", "to read and predict tree models", TREELITE)
-    version = tuple(int(p) for p in tl.__version__.split(".")[:2] if p.isdigit())
-    if version < (4, 8):
+    if _version(tl.__version__) < (4, 8):
         raise UnavailableError(f"the fil backend needs {TREELITE}; treelite {tl.__version__} "
                                f"is installed: pip install \"{TREELITE}\"")
     return tl
@@ -199,14 +202,18 @@ class Forest:
         why = "for treeshap_output" if for_shap else "for engine native"
         if kind.startswith("xgboost"):
             xgb = _library("xgboost", why, "xgboost")
+            if kind == "xgboost" and _version(xgb.__version__) >= (3, 1):
+                raise UnsupportedError(
+                    f"{why.replace('for ', '')} needs xgboost to read the model, and xgboost "
+                    f"{xgb.__version__} cannot: XGBoost 3.1 and later no longer read the legacy "
+                    "binary format (model_type xgboost); use engine gtil, or save the model as "
+                    "xgboost_json or xgboost_ubj")
             try:
                 booster = xgb.Booster(model_file=self.path)
-            except xgb.core.XGBoostError as e:
-                note = ("; XGBoost 3.1 and later no longer read the legacy binary format "
-                        "(model_type xgboost): use engine gtil" if kind == "xgboost" else "")
+            except Exception as e:  # XGBoostError, or a decoding error on foreign bytes
                 raise UnsupportedError(
-                    f"xgboost {xgb.__version__} could not read {self.path} {why} "
-                    f"({str(e).strip().splitlines()[0]}){note}") from None
+                    f"xgboost {xgb.__version__} could not read {self.path} {why}: "
+                    f"{type(e).__name__}: {str(e).strip().splitlines()[0]}") from None
             if self.params.cpu_nthread > 0:
                 booster.set_param({"nthread": self.params.cpu_nthread})
             return booster
