@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -167,3 +168,22 @@ def test_python_m_tritonserver_backends_lists_what_is_installed(tmp_path):
                           text=True, env=env, timeout=120).stdout
     assert "doubler: plugin-a 1.0 (cli_a:Doubler), API 1.0: ok" in text
     assert "needy: plugin-a 1.0 (cli_a:Needy), API 1.0: dependencies missing" in text
+
+
+def test_a_backend_folder_someone_else_can_change_is_not_used(tmp_path, on_path, monkeypatch):
+    package = tmp_path / "backends"
+    for name in ("onnxruntime", "pytorch", "openvino"):
+        (package / name).mkdir(parents=True)
+        (package / name / f"libtriton_{name}.so").write_bytes(b"library")
+    monkeypatch.setattr(_plugins.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    on_path(make_distribution(tmp_path / "a", "plugin-a", "1.0", {"doubler": "own_a:Doubler"},
+                              {"own_a": DOUBLER.format(version="1.0")}))
+    first = _plugins.backends_dir(str(package))
+    shutil.rmtree(first)
+    os.makedirs(os.path.join(first, "doubler"))  # the same name, made by "someone" and left
+    os.chmod(first, 0o777)                       # writable by all
+    second = _plugins.backends_dir(str(package))
+    assert second != first and os.path.islink(os.path.join(second, "doubler",
+                                                           "libtriton_doubler.so"))
+    assert os.listdir(first) == ["doubler"]

@@ -27,11 +27,14 @@ reaches a Python class.
 from __future__ import annotations
 
 import argparse
+import atexit
 import hashlib
 import importlib
 import json
 import os
 import re
+import shutil
+import stat
 import sys
 import tempfile
 import threading
@@ -232,25 +235,40 @@ def backends_dir(package_backends_dir: Optional[str]) -> Optional[str]:
     builtin = sorted(n for n in os.listdir(source) if os.path.isdir(os.path.join(source, n)))
     digest = hashlib.sha256(json.dumps([source, builtin, names]).encode()).hexdigest()[:16]
     target = os.path.join(tempfile.gettempdir(), f"tritonserver-plugins-{os.getuid()}-{digest}")
-    if os.path.isdir(target):
+    if _trusted(target):
         return target
     staging = tempfile.mkdtemp(prefix=".tritonserver-plugins-", dir=tempfile.gettempdir())
     try:
         for name in builtin:
             os.symlink(os.path.join(source, name), os.path.join(staging, name))
         for name in names:
-            os.mkdir(os.path.join(staging, name))
+            os.mkdir(os.path.join(staging, name), 0o755)
             os.symlink(os.path.realpath(forwarder),
                        os.path.join(staging, name, f"libtriton_{name}.so"))
         os.chmod(staging, 0o755)
-        os.rename(staging, target)
-    except OSError:
-        import shutil
-
+    except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
-        if not os.path.isdir(target):  # not made by a process beside us either
-            raise
+        raise
+    try:
+        os.rename(staging, target)
+    except OSError:  # made meanwhile by a process beside us, or taken by someone else
+        if _trusted(target):
+            shutil.rmtree(staging, ignore_errors=True)
+            return target
+        atexit.register(shutil.rmtree, staging, True)  # ours alone, for this process
+        return staging
     return target
+
+
+def _trusted(folder: str) -> bool:
+    """A folder this user made and no one else can change (the core loads
+    the libraries it links to)."""
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and \
+        not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 # ---- python -m tritonserver backends -----------------------------------------
