@@ -236,6 +236,22 @@ def test_lightgbm_models(server, trained):
     close(infer(model, x), booster.predict(x))
 
 
+def test_lightgbm_categorical_splits(server, libs):
+    lgb = libs[1]
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(ROWS, FEATURES)).astype(np.float32)
+    x[:, 0] = rng.integers(0, 6, ROWS)
+    y = ((x[:, 0] % 2 == 0) ^ (x[:, 1] > 0)).astype(int)
+    booster = lgb.train({"objective": "binary", "num_leaves": 8, "verbose": -1},
+                        lgb.Dataset(x, y, categorical_feature=[0]), 20)
+    assert "cat_threshold" in booster.model_to_string()
+    p = booster.predict(x)
+    for engine in ("gtil", "native"):
+        model = serve(server, f"lcat_{engine}", config("lightgbm", 2, {**PROBA, "engine": engine}),
+                      {"model.txt": saved(booster)})
+        close(infer(model, x), np.stack([1 - p, p], axis=1))
+
+
 def test_scikit_learn_forests_through_treelite_checkpoints(server, trained):
     forest, x = trained["rf_multi"]
     model = serve(server, "rfm", config("treelite_checkpoint", 3, PROBA),
