@@ -12,6 +12,7 @@ import asyncio
 import json
 import shutil
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -372,6 +373,20 @@ def test_the_client_closing_its_stream_cancels_the_request(client: Any,
     assert client.completions.create(model="words", prompt="after").choices[0].text == "after "
 
 
+def test_a_client_gone_before_a_whole_answer_cancels_the_request(frontend: OpenAI) -> None:
+    prompt = "whole " + " ".join(f"n{i}" for i in range(200))
+    sock = _post_raw(frontend, json.dumps({"model": "words", "prompt": prompt,
+                                           "delay": 0.02}).encode())
+    deadline = time.monotonic() + 20
+    while SEEN.get(prompt, {}).get("sent", 0) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    sock.close()
+    while not SEEN.get(prompt, {}).get("cancelled") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert SEEN[prompt]["cancelled"], SEEN[prompt]
+    assert_live(frontend)
+
+
 # ---- Model management ----------------------------------------------------------------------
 
 
@@ -429,6 +444,38 @@ def test_restricted_inference_needs_its_header(server: tritonserver.Server) -> N
                               headers={"api-key": "k1"}, timeout=30)
         assert reply.status_code == 200
         assert requests.get(frontend.url + "/models", timeout=10).status_code == 200
+
+
+def test_https_with_the_openai_client(server: tritonserver.Server, tmp_path: Any) -> None:
+    pytest.importorskip("cryptography")
+    from frontends.support import make_certificates
+
+    certs = make_certificates(str(tmp_path))
+    options = OpenAI.Options(port=0, ssl_certfile=certs["server_cert"],
+                             ssl_keyfile=certs["server_key"])
+    with OpenAI(server, options) as frontend:
+        assert frontend.url.startswith("https://127.0.0.1:")
+        verify = ssl.create_default_context(cafile=certs["ca"])
+        with openai.DefaultHttpxClient(verify=verify) as http:
+            client = openai.OpenAI(base_url=frontend.url, api_key="unused", max_retries=0,
+                                   http_client=http)
+            assert client.completions.create(model="words", prompt="tls").choices[0].text \
+                == "tls "
+
+
+def test_a_stopped_server_is_answered_503(frontend: OpenAI) -> None:
+    server = tritonserver.Server(log_error=True, exit_timeout=10)
+    server.register_model("words", Words, inputs={"text_input": TEXT},
+                          outputs={"text_output": TEXT}, decoupled=True)
+    server.start(wait_until_ready=True, timeout=120)
+    other = OpenAI(server, OpenAI.Options(port=0)).start()
+    try:
+        stop_within(server)
+        for method, path in (("POST", "/completions"), ("GET", "/models")):
+            reply = requests.request(method, other.url + path, json=GOOD, timeout=30)
+            assert assert_openai_error(reply, 503)["type"] == "server_error"
+    finally:
+        other.stop(timeout=5)
 
 
 def test_options_are_checked() -> None:
