@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 from tritonserver import (InvalidArgumentError, ModelControlMode, NotFoundError, Server,
                           TritonError)
 from tritonserver.frontends._frontend import AsgiFrontend
-from tritonserver.frontends._restricted import (Protocols, RestrictedLike)
+from tritonserver.frontends._restricted import Protocols, RestrictedLike
 from tritonserver.frontends.dataplane import state as c
 from tritonserver.frontends.dataplane import text_generation as tg
 from tritonserver.frontends.http import json_codec as _json
