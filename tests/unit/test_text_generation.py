@@ -97,6 +97,12 @@ def test_messages_go_whole_to_a_model_that_takes_them() -> None:
     assert model.takes_messages and not model.takes_text and model.served
 
 
+def test_a_bytes_input_takes_other_values_as_json() -> None:
+    model = _model({"text_input": "BYTES", "response_format": "BYTES"})
+    call = tg.make_call(model, tg.Generation("p", fields={"response_format": {"type": "json"}}))
+    assert _values(call)["response_format"] == '{"type":"json"}'
+
+
 def test_reserved_parameters_are_refused() -> None:
     with pytest.raises(InvalidArgumentError, match="triton_"):
         tg.make_call(_model({"text_input": "BYTES"}), tg.Generation("p", fields={"triton_x": 1}))

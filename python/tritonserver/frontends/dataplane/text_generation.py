@@ -168,6 +168,15 @@ def _as_parameter(value: Any) -> Any:
     return json.dumps(value, separators=(",", ":"))
 
 
+def _as_text(value: Any) -> Any:
+    """A value for a BYTES input: strings (or a list of them) as they are,
+    anything else as JSON text."""
+    if isinstance(value, str) or (isinstance(value, list)
+                                  and all(isinstance(v, str) for v in value)):
+        return value
+    return json.dumps(value, separators=(",", ":"))
+
+
 def make_call(model: TextModel, generation: Generation) -> WireRequest:
     """The call a generation makes to ``model`` (the conventions above)."""
     call = WireRequest(model_name=model.name)
@@ -189,7 +198,7 @@ def make_call(model: TextModel, generation: Generation) -> WireRequest:
         and SAMPLING_INPUT not in generation.fields
     for key, value in passed.items():
         if key in model.inputs:
-            values[key] = value
+            values[key] = _as_text(value) if _is_bytes(model.inputs[key]) else value
         elif takes_sampling and key not in NOT_SAMPLING:
             sampling[key] = value
         else:
