@@ -44,7 +44,8 @@ class Words(tritonserver.PythonModel):
     ``count`` words "w0 w1 ..." when the parameter asks, or the request's
     parameters as JSON when ``echo`` is set), each from a thread of its
     own; ``delay`` seconds between words, stopping once cancelled; an
-    error instead of word ``fail_after``."""
+    error instead of word ``fail_after``; ``split_utf8``: a character split
+    between two responses, then bytes that are not UTF-8."""
 
     def execute(self, requests: list) -> None:
         for request in requests:
@@ -55,6 +56,8 @@ class Words(tritonserver.PythonModel):
         prompt = _prompt(request)
         if params.get("echo"):
             words = [json.dumps(params, sort_keys=True)]
+        elif params.get("split_utf8"):  # "é" (c3 a9) sent as two responses, then bad bytes
+            words = [b"caf\xc3", b"\xa9 ", b"\xff!"]
         elif "count" in params:
             words = [f"w{i} " for i in range(int(params["count"]))]
         else:
@@ -69,7 +72,8 @@ class Words(tritonserver.PythonModel):
             if request.is_cancelled():
                 seen["cancelled"] = True
                 break
-            request.sender.send({"text_output": np.array([word.encode()], dtype=object)})
+            data = word if isinstance(word, bytes) else word.encode()
+            request.sender.send({"text_output": np.array([data], dtype=object)})
             seen["sent"] += 1
             if delay:
                 time.sleep(delay)
@@ -207,6 +211,14 @@ def test_streaming_completion_one_chunk_per_piece(client: Any) -> None:
     chunks = list(client.completions.create(model="whole", prompt="x", stream=True))
     assert "".join(c.choices[0].text for c in chunks) == "You said: x"
     assert all(c.usage is None for c in chunks)
+
+
+def test_utf8_split_between_responses_is_joined(client: Any) -> None:
+    reply = client.completions.create(model="words", prompt="p", extra_body={"split_utf8": True})
+    assert reply.choices[0].text == "caf\u00e9 \ufffd!"
+    pieces = [c.choices[0].text for c in client.completions.create(
+        model="words", prompt="p", stream=True, extra_body={"split_utf8": True})]
+    assert pieces == ["caf", "\u00e9 ", "\ufffd!", ""]
 
 
 def test_stop_sequences_cut_the_text_across_pieces(client: Any) -> None:

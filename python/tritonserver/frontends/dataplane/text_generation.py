@@ -31,6 +31,7 @@ The conventions (docs/openai.md):
 
 from __future__ import annotations
 
+import codecs
 import importlib
 import json
 import time
@@ -237,11 +238,12 @@ def _count(response: Any, names: tuple[str, ...]) -> Optional[int]:
     return None
 
 
-def response_text(response: Any) -> str:
+def response_bytes(response: Any) -> bytes:
+    """The bytes of a response's ``text_output`` elements, joined."""
     tensor = response.outputs.get(TEXT_OUTPUT)
     if tensor is None:
-        return ""
-    return "".join(str(x) for x in tensor_to_list(TEXT_OUTPUT, tensor))
+        return b""
+    return b"".join(bytes(x) for x in tensor.to_bytes_array().reshape(-1))
 
 
 class StopScanner:
@@ -345,6 +347,7 @@ class TextStream:
         self.scanner = StopScanner(generation.stop)
         self.tally = Tally(model, generation.prompt, tokenizer)
         self.finish_reason: Optional[str] = None
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._ended = False
 
     def cancel(self) -> None:
@@ -365,7 +368,9 @@ class TextStream:
                 raise response.error
             if response.final and not response.outputs and not response.parameters:
                 continue  # a decoupled model's closing flag
-            text = response_text(response)
+            # UTF-8 across pieces: a character a model split between two responses
+            # (byte-level tokens) is whole in the second; invalid bytes become U+FFFD.
+            text = self.decoder.decode(response_bytes(response))
             self.tally.add(response, text)
             out, stopped = self.scanner.feed(text)
             if stopped:
@@ -375,8 +380,10 @@ class TextStream:
                 out += self.scanner.flush()
                 self._end("length", cancel=not response.final)
             return out
-        rest = self.scanner.flush()
-        reached = self.max_tokens is not None \
+        rest, stopped = self.scanner.feed(self.decoder.decode(b"", final=True))
+        if not stopped:
+            rest += self.scanner.flush()
+        reached = not stopped and self.max_tokens is not None \
             and self.tally.completion_so_far() >= self.max_tokens
         self._end("length" if reached else "stop", cancel=False)
         return rest or None
