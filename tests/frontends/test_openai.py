@@ -649,8 +649,14 @@ def test_serve_openai_port_with_a_model_py_and_an_ensemble(tmp_path: Any) -> Non
         serve.end()
 
 
-def test_serve_ray_refuses_the_openai_port() -> None:
+@pytest.mark.parametrize("flags, message", [
+    (["--openai-port", "9000"], "give --openai-port=8000 (the --http-port)"),
+    (["--openai-port", "8000", "--openai-address", "0.0.0.0"], "served on the HTTP address"),
+])
+def test_serve_ray_serves_openai_only_on_rays_port(flags: list, message: str,
+                                                   capsys: pytest.CaptureFixture) -> None:
     pytest.importorskip("ray")
     from tritonserver._cli.serve import main
 
-    assert main(["--ray", "--model-repository", "models", "--openai-port", "0"]) == 2
+    assert main(["--ray", "--model-repository", "models", *flags]) == 2
+    assert message in capsys.readouterr().err

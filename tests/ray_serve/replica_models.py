@@ -26,3 +26,21 @@ def register_stopper(server: tritonserver.Server) -> None:
     server.register_model("stop_server", StopServer, inputs={"IN": (np.int32, [1])},
                           outputs={"OUT": (np.int32, [1])}, max_batch_size=0,
                           instance_count=1)
+
+
+class UpperWords(tritonserver.PythonModel):
+    """Decoupled text generation as OpenAI's API serves it: the prompt's
+    words, upper-cased, one response each."""
+
+    def execute(self, requests):  # type: ignore[no-untyped-def]
+        for request in requests:
+            prompt = request.inputs["text_input"].reshape(-1)[0].decode()
+            for word in prompt.split():
+                request.sender.send(
+                    {"text_output": np.array([word.upper().encode() + b" "], dtype=object)})
+            request.sender.finish()
+
+
+def register_upper_words(server: tritonserver.Server) -> None:
+    server.register_model("upper_words", UpperWords, inputs={"text_input": (bytes, [1])},
+                          outputs={"text_output": (bytes, [1])}, decoupled=True)

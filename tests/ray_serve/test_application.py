@@ -113,6 +113,39 @@ def test_another_deployment_awaits_the_handle(ray_cluster, app_name):
     assert handle.remote([1.0, 2.5, -4.0]).result() == [2.0, 5.0, -8.0]
 
 
+def test_openai_api_on_rays_port_beside_kserve(ray_cluster, app_name):
+    """OpenAI's API and KServe's on Ray's one HTTP port: the openai client
+    streams from a replica's decoupled model, tritonclient infers on the
+    same port, and each protocol answers its own errors."""
+    openai = pytest.importorskip("openai")
+    from tritonserver.frontends import OpenAISettings
+
+    from ray_serve.replica_models import register_upper_words
+
+    _deploy(app_name, num_replicas=1, ray_actor_options=HALF_CPU, setup=register_upper_words,
+            openai=OpenAISettings())
+    client = openai.OpenAI(base_url=f"http://{ray_cluster.url}/v1", api_key="unused",
+                           max_retries=0)
+    assert "upper_words" in [m.id for m in client.models.list().data]
+    pieces = [chunk.choices[0].text for chunk in client.completions.create(
+        model="upper_words", prompt="on one port", stream=True)]
+    assert "".join(pieces) == "ON ONE PORT "
+    with pytest.raises(openai.NotFoundError):
+        client.completions.create(model="no_such_model", prompt="x")
+    kserve = httpclient.InferenceServerClient(ray_cluster.url)
+    try:
+        assert kserve.is_server_ready() and kserve.is_model_ready("upper_words")
+        a = np.ones(4, dtype=np.float32)
+        inputs = [httpclient.InferInput("INPUT0", [4], "FP32"),
+                  httpclient.InferInput("INPUT1", [4], "FP32")]
+        for tensor in inputs:
+            tensor.set_data_from_numpy(a)
+        result = kserve.infer("add_sub_fp32", inputs)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + a)
+    finally:
+        kserve.close()
+
+
 def test_settings_split_between_server_options_and_the_deployment():
     options = tritonserver.Options(model_repository=EXAMPLES, log_verbose=1,
                                    strict_model_config=True)

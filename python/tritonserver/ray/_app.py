@@ -9,7 +9,8 @@ from typing import Any, Callable, Optional
 
 from tritonserver import InvalidArgumentError, Options, Server
 from tritonserver._errors import InvalidArgumentTypeError
-from tritonserver.frontends import HttpSettings, create_http_app
+from tritonserver.frontends import HttpSettings, OpenAISettings, create_http_app
+from tritonserver.frontends.openai.app import create_openai_app, one_port_app
 from tritonserver.ray._replica import TritonReplica, current_server
 
 DEFAULT_NAME = "tritonserver"
@@ -53,19 +54,23 @@ def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
     return fields, deployment
 
 
-def _ingress_class(http: HttpSettings) -> Any:
+def _ingress_class(http: HttpSettings, openai: Optional[OpenAISettings]) -> Any:
     from ray import serve
 
     def build_http_app() -> Any:
         # Called in the replica's process: the app serves that replica's Server.
-        return create_http_app(current_server, http)
+        kserve = create_http_app(current_server, http)
+        if openai is None:
+            return kserve
+        return one_port_app(kserve, create_openai_app(current_server, openai))
 
     return serve.ingress(build_http_app)(TritonReplica)
 
 
 def application(options: Optional[Options] = None, *, name: str = DEFAULT_NAME,
                 setup: Optional[Callable[[Server], None]] = None,
-                http: Optional[HttpSettings] = None, **settings: Any) -> Any:
+                http: Optional[HttpSettings] = None, openai: Optional[OpenAISettings] = None,
+                **settings: Any) -> Any:
     """A Ray Serve application of in-process Triton servers, one per replica.
 
     ``options`` and keywords naming ``tritonserver.Options`` fields
@@ -75,7 +80,9 @@ def application(options: Optional[Options] = None, *, name: str = DEFAULT_NAME,
     ``max_ongoing_requests``, ``ray_actor_options``...) go to the deployment
     unchanged. ``setup(server)``, if given, runs in each replica before its
     Server starts (e.g. ``server.register_model(...)``); it must be picklable.
-    ``http`` sets the HTTP app's limits (HttpSettings). Run it with
+    ``http`` sets the HTTP app's limits (HttpSettings); ``openai`` (an
+    OpenAISettings) serves OpenAI's API on the same port too (``/v1/...``,
+    ``/health/ready``, ``/metrics``; docs/openai.md). Run it with
     ``serve.run(app, route_prefix="/")``: Ray's HTTP proxy then speaks the
     KServe v2 protocol, and ``serve.get_app_handle(name)`` gives the handle
     API (``infer``, ``stream``, ``statistics``).
@@ -95,7 +102,11 @@ def application(options: Optional[Options] = None, *, name: str = DEFAULT_NAME,
     deployment.setdefault("health_check_period_s", DEFAULT_HEALTH_CHECK_PERIOD_S)
     deployment.setdefault("logging_config", dict(DEFAULT_LOGGING_CONFIG))
     deployment.setdefault("graceful_shutdown_timeout_s", float(server_options.exit_timeout) + 5)
-    replica = serve.deployment(name=name)(_ingress_class(http or HttpSettings()))
+    if openai is not None and not isinstance(openai, OpenAISettings):
+        raise InvalidArgumentTypeError(
+            f"openai: expected tritonserver.frontends.OpenAISettings, got "
+            f"{type(openai).__name__}")
+    replica = serve.deployment(name=name)(_ingress_class(http or HttpSettings(), openai))
     try:
         configured = replica.options(**deployment)
     except (ValueError, TypeError) as e:  # Ray's own checks of the values

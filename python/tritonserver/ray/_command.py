@@ -22,7 +22,7 @@ import threading
 from typing import Any, Callable, Optional
 
 import tritonserver
-from tritonserver.frontends import HttpSettings
+from tritonserver.frontends import HttpSettings, OpenAISettings
 from tritonserver._cli.serve_flags import Signals, build_parser, say, server_options, tls_options
 from tritonserver.ray._app import application
 
@@ -76,7 +76,26 @@ def build_from_args(args: argparse.Namespace) -> Any:
                         header_forward_pattern=args.http_header_forward_pattern,
                         allow_client_shm=args.allow_client_shm)
     return application(server_options(args), name=args.ray_app_name, http=http,
-                       **deployment_settings(args))
+                       openai=openai_settings(args), **deployment_settings(args))
+
+
+def openai_settings(args: argparse.Namespace) -> Optional[OpenAISettings]:
+    """OpenAI's API on Ray's HTTP port (--openai-port naming that port), or
+    None. Ray Serve's proxy gives an application one port: OpenAI's routes
+    are served there beside KServe's."""
+    port = getattr(args, "openai_port", None)
+    if port is None:
+        return None
+    if port != args.http_port:
+        raise ValueError(f"--openai-port={port}: under --ray, Ray Serve's proxy serves one "
+                         f"HTTP port, where OpenAI's API is served beside KServe's: give "
+                         f"--openai-port={args.http_port} (the --http-port)")
+    if args.openai_address != args.http_address:
+        raise ValueError(f"--openai-address={args.openai_address}: under --ray, OpenAI's API "
+                         f"is served on the HTTP address ({args.http_address})")
+    return OpenAISettings(max_input_size=args.openai_max_input_size,
+                          restricted_features=list(args.openai_restricted_api) or None,
+                          tokenizer=args.openai_tokenizer)
 
 
 def build(cli_args: dict[str, str]) -> Any:
@@ -183,11 +202,6 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None) -> int:
         say("tritonserver serve --ray: --trace-config is not served on Ray (each replica's "
             "server would write its own trace file): serve without --ray to trace")
         return 2
-    if getattr(args, "openai_port", None) is not None:
-        say("tritonserver serve --ray: --openai-port is not served on Ray: Ray Serve's proxy "
-            "serves one HTTP port, the KServe application's; serve without --ray for OpenAI's "
-            "API (or mount tritonserver.frontends.create_openai_app in your own deployment)")
-        return 2
     try:
         ingress, note = choose_ingress(args)
         if note:
@@ -220,6 +234,9 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None) -> int:
             return 1
         say(f"Started HTTPService at {args.http_address}:{args.http_port} (Ray Serve "
              f"application '{args.ray_app_name}')")
+        if getattr(args, "openai_port", None) is not None:
+            say(f"Started OpenAIService at {args.http_address}:{args.http_port} (the same "
+                "port: /v1/...)")
         for note in notes:
             say(f"tritonserver serve --ray: {note}")
         say("tritonserver serve: ready")

@@ -342,6 +342,28 @@ def _starlette_error(text: str, status: int, method: str, path: str) -> bytes:
 # ---- The app ------------------------------------------------------------------------------
 
 
+# The paths of create_openai_app's routes: what one_port_app sends to it.
+OPENAI_PATH_PREFIX = "/v1/"
+OPENAI_PATHS = frozenset({"/health/ready", "/metrics"})
+
+
+def one_port_app(kserve: Any, openai: Any) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+    """One ASGI app serving both on one port: OpenAI's paths (``/v1/...``,
+    ``/health/ready``, ``/metrics``) go to ``openai``, every other request
+    (KServe's ``/v2/...``) and the lifespan events to ``kserve``. KServe's
+    app has none of OpenAI's paths (its metrics are a port of their own), so
+    neither hides a route of the other. For servers that give an application
+    one HTTP port: Ray Serve's proxy (``serve --ray --openai-port``)."""
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "") if scope["type"] in ("http", "websocket") else ""
+        if path.startswith(OPENAI_PATH_PREFIX) or path in OPENAI_PATHS:
+            await openai(scope, receive, send)
+        else:
+            await kserve(scope, receive, send)
+
+    return app
+
+
 def create_openai_app(server: c.ServerLike, settings: Optional[OpenAISettings] = None,
                       **kwargs: Any) -> "Starlette":
     """A Starlette (ASGI) app serving OpenAI's API for ``server`` (a Server,
