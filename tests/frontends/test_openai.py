@@ -660,3 +660,52 @@ def test_serve_ray_serves_openai_only_on_rays_port(flags: list, message: str,
 
     assert main(["--ray", "--model-repository", "models", *flags]) == 2
     assert message in capsys.readouterr().err
+
+
+# ---- A real Hugging Face tokenizer --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tokenizer_folder(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A real transformers tokenizer saved to a folder, as a downloaded one
+    is: a word-level vocabulary and a chat template, built here (no hub)."""
+    pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["[UNK]", "hi", "there", "be", "brief", "system:", "user:", "assistant:", "."]
+    model = tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]")
+    raw = tokenizers.Tokenizer(model)
+    raw.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="[UNK]")
+    tokenizer.chat_template = ("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}"
+                               "{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}")
+    folder = str(tmp_path_factory.mktemp("tokenizer"))
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_a_named_tokenizer_renders_chats_and_counts_tokens(server: tritonserver.Server,
+                                                           tokenizer_folder: str) -> None:
+    """With a tokenizer (a folder, as serve --openai-tokenizer takes it), a
+    chat becomes its chat template's prompt and usage counts its tokens."""
+    from transformers import AutoTokenizer
+
+    reference = AutoTokenizer.from_pretrained(tokenizer_folder)
+    options = OpenAI.Options(port=0, tokenizer=tokenizer_folder)
+    with OpenAI(server, options) as frontend:
+        client = openai.OpenAI(base_url=frontend.url, api_key="unused", max_retries=0)
+        messages = [{"role": "system", "content": "be brief ."},
+                    {"role": "user", "content": "hi there"}]
+        reply = client.chat.completions.create(model="words", messages=messages)
+        prompt = reference.apply_chat_template(messages, tokenize=False,
+                                               add_generation_prompt=True)
+        assert prompt == "<system>be brief .<user>hi there<assistant>"
+        assert reply.choices[0].message.content == " ".join(prompt.split()) + " "
+        usage = reply.usage
+        assert usage.model_extra["count_source"] == "tokenizer"
+        assert usage.prompt_tokens == len(reference.encode(prompt, add_special_tokens=False))
+        assert usage.completion_tokens == len(
+            reference.encode(reply.choices[0].message.content, add_special_tokens=False))
+    with pytest.raises(tritonserver.InvalidArgumentError, match="cannot be loaded"):
+        OpenAI(server, OpenAI.Options(port=0, tokenizer=tokenizer_folder + "/missing"))

@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from tritonserver._distribution import install_command
 from tritonserver import InvalidArgumentError, NotFoundError, Server, TritonError
 from tritonserver.frontends.dataplane.generate import add_member
 from tritonserver.frontends.dataplane.inference import WireRequest, send_request
@@ -428,7 +429,7 @@ class Tokenizer:
         except ImportError:
             raise InvalidArgumentError(
                 f"tokenizer {name!r}: the tokenizer needs the transformers package "
-                "(pip install transformers)") from None
+                f"({install_command('openai')})") from None
         try:
             self._tokenizer = transformers.AutoTokenizer.from_pretrained(name)
         except Exception as e:
