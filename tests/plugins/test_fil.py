@@ -423,6 +423,14 @@ def test_treeshap_output_from_the_libraries(server, trained, libs):
                   {"xgboost.json": saved(booster)})
     got = infer(model, x, ("output__0", "treeshap_output"))
     close(got["treeshap_output"], booster.predict(xgb.DMatrix(x), pred_contribs=True))
+    # Infinities (XGBoost refuses them) take the path of the largest finite value.
+    edge = x[:4].copy()
+    edge[0, :], edge[1, :] = np.inf, -np.inf
+    edge[2, ::2] = np.inf
+    finite = np.where(np.isposinf(edge), np.finfo(np.float32).max,
+                      np.where(np.isneginf(edge), -np.finfo(np.float32).max, edge))
+    close(infer(model, edge, ("treeshap_output",)),
+          booster.predict(xgb.DMatrix(finite), pred_contribs=True))
     booster, x = trained["xgb_multi"]
     model = serve(server, "shap_xgb_multi", config("xgboost_json", 3, PROBA,
                                                    shap=3 * (FEATURES + 1)),

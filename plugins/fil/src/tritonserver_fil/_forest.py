@@ -240,7 +240,7 @@ class Forest:
         nthread = self.params.cpu_nthread
         if self.params.model_type.startswith("xgboost"):
             def margins(x: np.ndarray) -> np.ndarray:
-                return np.asarray(booster.inplace_predict(x, predict_type="margin"))
+                return np.asarray(booster.inplace_predict(_finite(x), predict_type="margin"))
         else:
             def margins(x: np.ndarray) -> np.ndarray:
                 kwargs = {"num_threads": nthread} if nthread > 0 else {}
@@ -274,12 +274,23 @@ class Forest:
         if self.params.model_type.startswith("xgboost"):
             import xgboost as xgb
 
-            values = booster.predict(xgb.DMatrix(x), pred_contribs=True)
+            values = booster.predict(xgb.DMatrix(_finite(x)), pred_contribs=True)
         else:
             kwargs = {"num_threads": self.params.cpu_nthread} if self.params.cpu_nthread > 0 \
                 else {}
             values = booster.predict(x, pred_contrib=True, **kwargs)
         return np.asarray(values, dtype=np.float32).reshape(x.shape[0], -1)
+
+
+def _finite(x: np.ndarray) -> np.ndarray:
+    """`x` with +-inf as the largest finite float32 of its sign: XGBoost
+    refuses infinities (unless they mean missing), and a tree sends both the
+    same way (every split of a forest has a finite threshold); NaN stays
+    missing."""
+    if np.isinf(x).any():
+        top = np.finfo(np.float32).max
+        return np.where(np.isposinf(x), top, np.where(np.isneginf(x), -top, x)).astype(np.float32)
+    return x
 
 
 def _first_max(scores: np.ndarray) -> np.ndarray:
