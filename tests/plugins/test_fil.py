@@ -517,3 +517,18 @@ def test_the_plugin_passes_mypy_strict():
     run = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
                           "-p", "tritonserver_fil"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_benchmark_runs(tmp_path):
+    _plugin_installed()
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "fil.py")
+    out = tmp_path / "fil.json"
+    run = subprocess.run([sys.executable, script, "--quick", "--json", str(out)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    doc = json.loads(out.read_text())
+    assert set(doc["models"]) == {"xgboost", "lightgbm"}
+    rows = doc["models"]["xgboost"]["rows_per_s"]
+    assert set(rows) == {"gtil-direct", "native-direct", "server-gtil", "server-native"}
+    assert all(rows[s]["1000"]["median"] > 0 for s in rows)
+    assert "server-gtil / gtil-direct at 1,000 rows" in run.stdout

@@ -192,7 +192,7 @@ class Forest:
             return (scores > np.float32(p.threshold)).astype(np.float32)
         if p.predict_proba and p.is_classifier and self.num_class == 1 and \
                 self.output_values == 2:
-            return np.concatenate([1.0 - scores, scores], axis=1).astype(np.float32)
+            return np.concatenate([1.0 - scores, scores], axis=1).astype(np.float32, copy=False)
         return scores
 
     # ---- Native libraries --------------------------------------------------
@@ -247,8 +247,8 @@ class Forest:
                 return np.asarray(booster.predict(x, raw_score=True, **kwargs))
 
         def scores(x: np.ndarray, raw: bool) -> np.ndarray:
-            m = margins(x).astype(np.float64).reshape(x.shape[0], -1)
-            return (m if raw else post(m)).astype(np.float32)
+            m = margins(x).reshape(x.shape[0], -1).astype(np.float32, copy=False)
+            return m if raw else post(m).astype(np.float32, copy=False)
 
         return scores
 
