@@ -187,3 +187,22 @@ def test_a_backend_folder_someone_else_can_change_is_not_used(tmp_path, on_path,
     assert second != first and os.path.islink(os.path.join(second, "doubler",
                                                            "libtriton_doubler.so"))
     assert os.listdir(first) == ["doubler"]
+
+
+def test_a_distribution_with_broken_metadata_is_skipped(tmp_path, on_path, caplog):
+    folder = make_distribution(tmp_path / "a", "plugin-a", "1.0", {"doubler": "brk_a:Doubler"},
+                               {"brk_a": DOUBLER.format(version="1.0")})
+    broken = folder / "broken-1.0.dist-info"
+    broken.mkdir()
+    (broken / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 1.0\n")
+    (broken / "entry_points.txt").write_text("[tritonserver.backends]\na line without a value\n")
+    on_path(folder)
+    assert _plugins.resolve("doubler").distribution == "plugin-a"
+    assert "skipping a distribution whose metadata cannot be read" in caplog.text
+
+
+def test_no_plugin_takes_the_inprocess_backend(tmp_path, on_path):
+    on_path(make_distribution(tmp_path / "a", "hijack", "1.0", {"inprocess": "hij_a:Doubler"},
+                              {"hij_a": DOUBLER.format(version="1.0")}))
+    assert _plugins.backend_class("inprocess") is None
+    assert "inprocess" not in _plugins.plugin_names(None)

@@ -31,6 +31,7 @@ import atexit
 import hashlib
 import importlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -55,6 +56,8 @@ OWN_DISTRIBUTION = "tritonserver-embedded"
 # The library a plugin backend's folder links to: any framework forwarder
 # (csrc/backends/framework/forward.cc) hands every call to the inprocess backend.
 FORWARDER = "onnxruntime"
+# The backend of Python models, which the dispatch serves itself.
+INPROCESS = "inprocess"
 
 
 @dataclass(frozen=True)
@@ -95,12 +98,17 @@ def scan(path: Optional[Sequence[str]] = None,
     seen: set[tuple[str, str]] = set()
     kwargs: dict[str, Any] = {} if path is None else {"path": list(path)}
     for dist in metadata.distributions(**kwargs):
-        dist_name = dist.metadata["Name"] or ""
-        if not dist_name:
+        try:
+            dist_name = dist.metadata["Name"] or ""
+            if not dist_name or (not discovery and _normalize(dist_name) != OWN_DISTRIBUTION):
+                continue
+            declared = list(dist.entry_points)
+        except Exception as e:  # noqa: BLE001 - a broken distribution never stops a start
+            logging.getLogger("tritonserver").warning(
+                "skipping a distribution whose metadata cannot be read (%s: %s)",
+                type(e).__name__, e)
             continue
-        if not discovery and _normalize(dist_name) != OWN_DISTRIBUTION:
-            continue
-        for ep in dist.entry_points:
+        for ep in declared:
             if ep.group != GROUP:
                 continue
             key = (ep.name, _normalize(dist_name))
@@ -183,8 +191,8 @@ def resolve(name: str, found: Optional[dict[str, list[Entry]]] = None) -> Option
 def backend_class(name: Optional[str]) -> Optional[type[FrameworkModel]]:
     """The class serving backend `name`, imported now; None when no
     distribution declares it (the model is an inprocess Python model)."""
-    if not name:
-        return None
+    if not name or name == INPROCESS:
+        return None  # Python models (model.py): never a plugin's
     entry = resolve(name)
     if entry is None:
         return None
@@ -215,7 +223,8 @@ def plugin_names(package_backends_dir: Optional[str]) -> list[str]:
     have = set(os.listdir(package_backends_dir)) if package_backends_dir and \
         os.path.isdir(package_backends_dir) else set()
     valid = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    return sorted(n for n in entries() if n not in have and valid.match(n) and n != "python")
+    return sorted(n for n in entries()
+                  if n not in have and valid.match(n) and n not in ("python", INPROCESS))
 
 
 def backends_dir(package_backends_dir: Optional[str]) -> Optional[str]:
