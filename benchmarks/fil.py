@@ -40,7 +40,7 @@ import numpy as np
 
 FEATURES = 32
 BATCHES = (1, 64, 1000)
-CLIENTS = 16
+CLIENTS = 16  # --clients
 TARGET_RATIO = 0.9
 
 CONFIG = """backend: "fil"
@@ -146,6 +146,8 @@ def main(argv: Any = None) -> int:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--seconds", type=float, default=1.0, help="per figure and run")
     p.add_argument("--json", default=None, help="write the results here")
+    p.add_argument("--clients", type=int, default=CLIENTS,
+                   help="threads sending single rows (default 16)")
     args = p.parse_args(argv)
     runs, seconds, trees = (1, 0.2, 50) if args.quick else (args.runs, args.seconds, 500)
 
@@ -159,7 +161,8 @@ def main(argv: Any = None) -> int:
     rng = np.random.default_rng(0)
     data = {b: rng.normal(size=(b, FEATURES)).astype(np.float32) for b in BATCHES}
     singles = rng.normal(size=(4096, FEATURES)).astype(np.float32)
-    results: dict[str, Any] = {"trees": trees, "runs": runs, "seconds": seconds, "models": {}}
+    results: dict[str, Any] = {"trees": trees, "runs": runs, "seconds": seconds,
+                               "clients": args.clients, "models": {}}
     try:
         for name, (booster, _, filename) in models.items():
             systems = direct(name, booster, os.path.join(root, f"{name}_gtil", "1", filename))
@@ -179,8 +182,8 @@ def main(argv: Any = None) -> int:
                     for system, fn in systems.items():
                         figures[system][str(batch)].append(rate(fn, data[batch], seconds))
                 for system in ("server-gtil", "server-native"):
-                    load[system].append(concurrent_rate(systems[system], singles, CLIENTS,
-                                                        seconds))
+                    load[system].append(concurrent_rate(systems[system], singles,
+                                                        args.clients, seconds))
                 load["native-direct"].append(rate(systems["native-direct"], singles[:1],
                                                   seconds))
             results["models"][name] = {
@@ -215,7 +218,7 @@ def report(results: dict[str, Any]) -> None:
             print(f"server-{engine} / {base} at 1,000 rows: {ratio:.2f} (target "
                   f"{TARGET_RATIO}: {verdict})")
         load = doc["single_rows"]
-        print(f"single rows, {CLIENTS} clients: server-gtil {_fmt(load['server-gtil'])}, "
+        print(f"single rows, {results['clients']} clients: server-gtil {_fmt(load['server-gtil'])}, "
               f"server-native {_fmt(load['server-native'])}; native-direct one at a time "
               f"{_fmt(load['native-direct'])} rows/s (target: server above: "
               f"{'met' if load['server-native']['median'] > load['native-direct']['median'] else 'missed'})\n")
