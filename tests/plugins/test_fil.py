@@ -474,6 +474,17 @@ def test_the_native_engine_answers_as_gtil(server, trained, key, model_type, fil
 
 # ---- Serving -----------------------------------------------------------------
 
+def test_a_model_without_batching(server, trained, libs):
+    xgb = libs[0]
+    booster, x = trained["xgb_binary"]
+    p = booster.predict(xgb.DMatrix(x))
+    text = config("xgboost_json", 2, PROBA).replace("max_batch_size: 4096", "max_batch_size: 0")
+    text = text.replace(f"dims: [ {FEATURES} ]", f"dims: [ -1, {FEATURES} ]")
+    text = text.replace("dims: [ 2 ]", "dims: [ -1, 2 ]").replace("dynamic_batching {}", "")
+    model = serve(server, "unbatched", text, {"xgboost.json": saved(booster)})
+    close(infer(model, x), np.stack([1 - p, p], axis=1))
+
+
 def test_single_rows_are_batched_and_each_answered(server, trained, libs):
     xgb = libs[0]
     booster, x = trained["xgb_multi"]
