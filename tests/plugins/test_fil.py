@@ -22,9 +22,6 @@ from conftest import start_server, stop_within
 from plugins.xgboost_legacy import legacy_binary
 
 EXPLICIT = tritonserver.ModelControlMode.EXPLICIT
-NEEDS_311 = pytest.mark.skipif(sys.version_info < (3, 11),
-                               reason="Treelite 4.8 (GTIL) needs Python 3.11")
-pytestmark = NEEDS_311
 
 FEATURES = 8
 ROWS = 200

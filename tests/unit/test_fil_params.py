@@ -1,6 +1,6 @@
 """The FIL plugin's parts that need no core (plugins/fil): its parameters
 read by FIL's rules (RAPIDS-Triton's get_config_param) with FIL's texts, and
-its refusal on Pythons that Treelite 4.8 does not run on."""
+its refusal of a Treelite older than 4.7."""
 
 from __future__ import annotations
 
@@ -63,11 +63,11 @@ def test_default_file_names_are_fils():
         "lightgbm": "model.txt", "treelite_checkpoint": "checkpoint.tl"}
 
 
-@pytest.mark.parametrize("version", [(3, 9, 18), (3, 10, 14)])
-def test_older_pythons_are_refused_with_the_reason(monkeypatch, version):
-    monkeypatch.setattr(forest.sys, "version_info", version)
+def test_an_older_treelite_is_refused(monkeypatch):
+    import treelite
+
+    monkeypatch.setattr(treelite, "__version__", "4.6.1")
     with pytest.raises(UnavailableError) as caught:
         forest.treelite()
-    assert str(caught.value) == (
-        "the fil backend runs on Treelite 4.8 (FIL's CPU reference, GTIL), which needs Python "
-        f"3.11 or newer; this is Python {version[0]}.{version[1]}")
+    assert str(caught.value) == ('the fil backend needs treelite>=4.7.2,<5; treelite 4.6.1 is '
+                                 'installed: pip install "treelite>=4.7.2,<5"')

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import sys
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -34,7 +33,9 @@ from tritonserver_fil._params import FilParams
 
 log = logging.getLogger("tritonserver.fil")
 
-TREELITE = "treelite>=4.8"
+# Treelite 4.8 needs Python 3.11; 4.7.2, the same API, serves 3.9 and 3.10.
+TREELITE = "treelite>=4.7.2,<5"
+OLDEST = (4, 7, 2)
 
 
 def _library(module: str, why: str, requirement: str) -> Any:
@@ -47,16 +48,12 @@ def _library(module: str, why: str, requirement: str) -> Any:
 
 
 def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in text.split(".")[:2] if p.isdigit())
+    return tuple(int(p) for p in text.split(".")[:3] if p.isdigit())
 
 
 def treelite() -> Any:
-    if sys.version_info < (3, 11):
-        raise UnavailableError(
-            "the fil backend runs on Treelite 4.8 (FIL's CPU reference, GTIL), which needs "
-            f"Python 3.11 or newer; this is Python {sys.version_info[0]}.{sys.version_info[1]}")
     tl = _library("treelite", "to read and predict tree models", TREELITE)
-    if _version(tl.__version__) < (4, 8):
+    if _version(tl.__version__) < OLDEST:
         raise UnavailableError(f"the fil backend needs {TREELITE}; treelite {tl.__version__} "
                                f"is installed: pip install \"{TREELITE}\"")
     return tl
