@@ -656,10 +656,16 @@ def test_serve_openai_port_with_a_model_py_and_an_ensemble(tmp_path: Any) -> Non
 def test_serve_ray_serves_openai_only_on_rays_port(flags: list, message: str,
                                                    capsys: pytest.CaptureFixture) -> None:
     pytest.importorskip("ray")
+    import os
+
     from tritonserver._cli.serve import main
 
+    before = dict(os.environ)
     assert main(["--ray", "--model-repository", "models", *flags]) == 2
     assert message in capsys.readouterr().err
+    # Refused before Ray's ingress variables are set: nothing leaks into
+    # this process's environment (and the Ray clusters it starts later).
+    assert dict(os.environ) == before
 
 
 # ---- A real Hugging Face tokenizer --------------------------------------------------------

@@ -203,6 +203,8 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None) -> int:
             "server would write its own trace file): serve without --ray to trace")
         return 2
     try:
+        # Checked before the ingress's variables are set in this process.
+        openai_settings(args)
         ingress, note = choose_ingress(args)
         if note:
             notes.append(note)
