@@ -13,6 +13,7 @@ void RegisterDlpack(py::module_& m);
 void RegisterEnums(py::module_& m);
 void RegisterLoopNotifier(py::module_& m);
 void RegisterRequest(py::module_& m);
+void RegisterResponseObjects(py::module_& m);
 void RegisterResponseRecord(py::module_& m);
 void RegisterServer(py::module_& m);
 void RegisterServerOptions(py::module_& m);
@@ -28,6 +29,7 @@ PYBIND11_MODULE(triton_bindings, m) {
   tritonpy::RegisterServer(m);
   tritonpy::RegisterLoopNotifier(m);
   tritonpy::RegisterResponseRecord(m);
+  tritonpy::RegisterResponseObjects(m);
   tritonpy::RegisterTrace(m);
   tritonpy::RegisterRequest(m);
   tritonpy::RegisterDlpack(m);

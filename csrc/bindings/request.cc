@@ -7,6 +7,7 @@
 #include "bindings/deferred_delete.h"
 #include "bindings/errors.h"
 #include "bindings/loop_notifier.h"
+#include "bindings/response_objects.h"
 #include "core_api.h"
 
 namespace py = pybind11;
@@ -308,6 +309,11 @@ class RequestOwner {
   std::shared_ptr<Request> request_;
 };
 
+MaybeResponse Record(std::unique_ptr<ResponseRecord> record) {
+  if (!record) return py::none();
+  return RecordToPython(*record);
+}
+
 }  // namespace
 
 void RegisterRequest(py::module_& m) {
@@ -353,6 +359,18 @@ void RegisterRequest(py::module_& m) {
           py::arg("inputs"),
           "Add the inputs, in order, while they are C-contiguous numpy arrays of fixed-size "
           "types (read in place); returns the names from the first other one on, or None.")
+      .def_static(
+          "send_arrays",
+          [](const Server& server, std::string model, int64_t version,
+             const py::dict& inputs) -> py::object {
+            auto owner = std::make_unique<R>(server, std::move(model), version);
+            if (!AddArrays(owner->request(), inputs).is_none()) return py::none();
+            owner->request().Send();
+            return py::cast(std::move(owner));
+          },
+          py::arg("server"), py::arg("model"), py::arg("version"), py::arg("inputs"),
+          "A request of these inputs, sent, when they are all C-contiguous numpy arrays of "
+          "fixed-size types (add_arrays); else None, and nothing is sent.")
       .def(
           "add_requested_output",
           [](R& r, std::string v) { r.request().AddRequestedOutput(std::move(v)); },
@@ -412,12 +430,31 @@ void RegisterRequest(py::module_& m) {
           "it and this request is gone.")
       .def("cancel", [](R& r) { r.request().Cancel(); })
       .def(
-          "try_pop", [](R& r) { return r.queue().TryPop(); },
+          "try_pop", [](R& r) { return Record(r.queue().TryTake()); },
           "The next Response, or None when none has arrived.")
       .def(
-          "pop", [](R& r, double timeout) { return r.queue().Pop(timeout); },
+          "pop", [](R& r, double timeout) { return Record(r.queue().Take(timeout)); },
           py::arg("timeout") = -1.0,
           "Wait (without the GIL) for the next Response; None on timeout.")
+      .def(
+          "try_pop_response",
+          [](R& r, py::handle model, py::handle request_id) -> py::object {
+            std::unique_ptr<ResponseRecord> record = r.queue().TryTake();
+            if (!record) return py::none();
+            return RecordToResponse(*record, model, request_id);
+          },
+          py::arg("model"), py::arg("request_id"),
+          "The next response as an InferenceResponse of `model`, or None when none has "
+          "arrived; `request_id` is its id when the core gives none.")
+      .def(
+          "pop_response",
+          [](R& r, py::handle model, py::handle request_id, double timeout) -> py::object {
+            std::unique_ptr<ResponseRecord> record = r.queue().Take(timeout);
+            if (!record) return py::none();
+            return RecordToResponse(*record, model, request_id);
+          },
+          py::arg("model"), py::arg("request_id"), py::arg("timeout") = -1.0,
+          "Wait (without the GIL) for the next response, as try_pop_response; None on timeout.")
       .def(
           "arm", [](R& r) { return r.queue().Arm(); },
           "One wake-up at the next arrival; False when one is already there.");

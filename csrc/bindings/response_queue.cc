@@ -70,6 +70,10 @@ void ResponseQueue::Push(std::unique_ptr<ResponseRecord> record) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     if (abandoned_) return;  // the reader was told it is over: drop the rest
     if (record->final()) final_seen_ = true;
+    if (head_ == records_.size()) {  // all taken: start over
+      records_.clear();
+      head_ = 0;
+    }
     records_.push_back(std::move(record));
     if (always_ || armed_) waker = waker_;
     armed_ = false;
@@ -98,16 +102,15 @@ bool ResponseQueue::Abandon(TRITONSERVER_Error_Code code, const std::string& mes
   }
 }
 
-MaybeResponse ResponseQueue::TryPop() {
+std::unique_ptr<ResponseRecord> ResponseQueue::TryTake() {
   std::unique_ptr<ResponseRecord> record;
   pyinterop::OwnedRef error;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     error = std::move(waker_error_);
     if (!error) {
-      if (records_.empty()) return py::none();
-      record = std::move(records_.front());
-      records_.pop_front();
+      if (!Waiting()) return nullptr;
+      record = std::move(records_[head_++]);
     }
   }
   if (error) {
@@ -115,12 +118,16 @@ MaybeResponse ResponseQueue::TryPop() {
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception)), exception);
     throw py::error_already_set();
   }
-  return RecordToPython(*record);
+  return record;
 }
 
-MaybeResponse ResponseQueue::Pop(double timeout_s) {
+std::unique_ptr<ResponseRecord> ResponseQueue::Take(double timeout_s) {
   using Clock = std::chrono::steady_clock;
   const bool forever = timeout_s < 0;
+  {  // most often it is there already, or comes within the first wait
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (Waiting() && !waker_error_) return std::move(records_[head_++]);
+  }
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(forever ? 0 : timeout_s));
   // Waits in short slices, so that Ctrl-C (a pending signal) interrupts.
@@ -131,14 +138,13 @@ MaybeResponse ResponseQueue::Pop(double timeout_s) {
       py::gil_scoped_release unlocked;  // the core's threads push meanwhile
       std::unique_lock<std::mutex> lock(mutex_);
       auto until = forever ? Clock::now() + slice : std::min(deadline, Clock::now() + slice);
-      have = ready_.wait_until(lock, until,
-                               [this] { return !records_.empty() || bool(waker_error_); });
+      have = ready_.wait_until(lock, until, [this] { return Waiting() || bool(waker_error_); });
     }
     if (have) {
-      MaybeResponse record = TryPop();  // another reader may have won the race
-      if (!record.is_none()) return record;
+      std::unique_ptr<ResponseRecord> record = TryTake();  // another reader may have won
+      if (record) return record;
     }
-    if (!forever && Clock::now() >= deadline) return py::none();
+    if (!forever && Clock::now() >= deadline) return nullptr;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
 }
@@ -150,7 +156,7 @@ bool ResponseQueue::finished() {
 
 bool ResponseQueue::Arm() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!records_.empty() || waker_error_) return false;
+  if (Waiting() || waker_error_) return false;
   armed_ = true;
   return true;
 }

@@ -10,7 +10,6 @@
 #include <pybind11/typing.h>
 
 #include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -75,12 +74,12 @@ class ResponseQueue {
   bool Abandon(TRITONSERVER_Error_Code code, const std::string& message) noexcept;
 
   // ---- Python side ----
-  // The next Response, or None when none is there; raises a waker's error
+  // The next record, or null when none is there; raises a waker's error
   // (once) instead.
-  MaybeResponse TryPop();
+  std::unique_ptr<ResponseRecord> TryTake();
   // Waits (without the GIL) up to `timeout_s` (< 0: forever) for the next
-  // Response; None on timeout.
-  MaybeResponse Pop(double timeout_s);
+  // record; null on timeout.
+  std::unique_ptr<ResponseRecord> Take(double timeout_s);
   // Asks for one wake-up at the next arrival; false (and nothing asked)
   // when something is already there to pop.
   bool Arm();
@@ -89,10 +88,14 @@ class ResponseQueue {
 
  private:
   void Push(std::unique_ptr<ResponseRecord> record) noexcept;
+  bool Waiting() const { return head_ < records_.size(); }  // with mutex_ held
 
   std::mutex mutex_;
   std::condition_variable ready_;
-  std::deque<std::unique_ptr<ResponseRecord>> records_;
+  // Arrived and not yet taken: records_[head_:]. A vector, not a deque: an
+  // empty vector allocates nothing, and most requests see one record.
+  std::vector<std::unique_ptr<ResponseRecord>> records_;
+  size_t head_ = 0;
   bool final_seen_ = false;
   bool abandoned_ = false;
   bool armed_ = false;

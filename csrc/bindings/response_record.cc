@@ -236,12 +236,7 @@ py::object OutputToPython(OutputRecord& o) {
   py::tuple shape(o.shape.size());
   for (size_t i = 0; i < o.shape.size(); ++i) shape[i] = py::int_(o.shape[i]);
   py::object memory = py::none();
-  if (o.buffer != nullptr) {
-    memory = py::reinterpret_steal<py::object>(
-        PyCapsule_New(static_cast<void*>(o.buffer), kMemoryCapsule, &ReleaseMemory));
-    if (!memory) throw py::error_already_set();
-    o.buffer = nullptr;  // the capsule's reference now
-  }
+  if (o.buffer != nullptr) memory = OutputMemory(o);
   return Fill(output_type, {Str(o.name), PyLong_FromLong(o.datatype), shape.release().ptr(),
                             PyLong_FromSize_t(o.data_ptr), PyLong_FromSize_t(o.byte_size),
                             PyLong_FromLong(o.memory_type), PyLong_FromLongLong(o.memory_type_id),
@@ -264,6 +259,14 @@ py::object OutputLabelsToPython(
 }
 
 }  // namespace
+
+py::object OutputMemory(OutputRecord& o) {
+  py::object memory = py::reinterpret_steal<py::object>(
+      PyCapsule_New(static_cast<void*>(o.buffer), kMemoryCapsule, &ReleaseMemory));
+  if (!memory) throw py::error_already_set();
+  o.buffer = nullptr;  // the capsule's reference now
+  return memory;
+}
 
 py::object RecordToPython(ResponseRecord& r) {
   py::tuple outputs(r.outputs.size());

@@ -95,6 +95,9 @@ std::unique_ptr<ResponseRecord> ReadResponse(TRITONSERVER_InferenceResponse* res
 std::unique_ptr<ResponseRecord> ErrorRecord(uint32_t flags, TRITONSERVER_Error_Code code,
                                             std::string message);
 
+// The capsule that takes over `output`'s buffer reference (which must be set).
+pybind11::object OutputMemory(OutputRecord& output);
+
 // The record as its Python struct sequence (with the GIL); the buffers move
 // into the Outputs' capsules.
 pybind11::object RecordToPython(ResponseRecord& record);

@@ -54,10 +54,9 @@ class _Forwarder:
     def __call__(self) -> None:
         with self.ready:
             while True:
-                record = self._request.try_pop()
-                if record is None:
+                response = self._request.try_pop_response(self._model, self._request_id)
+                if response is None:
                     break
-                response = InferenceResponse._from_record(self._model, record, self._request_id)
                 self.pending.append(response)  # first: a failing queue loses nothing
                 if self._unqueued is not None:
                     self._unqueued.append(response)
@@ -180,6 +179,19 @@ class ResponseIterator(_Responses):
         iterator._start(model, request, user_queue, request_id, raise_on_error)
         return iterator
 
+    @classmethod
+    def _sent(cls, model: "Model", request: Any, raise_on_error: bool) -> "ResponseIterator":
+        """Model.infer's fastest way in: an iterator over a request already
+        sent (tritonserver._submit.send_inputs), with no id and no queue."""
+        iterator = cls.__new__(cls)
+        iterator._model = model
+        iterator._request = request
+        iterator._request_id = None
+        iterator._forwarder = None
+        iterator._raise_on_error = raise_on_error
+        iterator._complete = False
+        return iterator
+
     def _start(self, model: "Model", request: Any, user_queue: Any, request_id: Optional[str],
                raise_on_error: bool) -> None:
         forwarder = None
@@ -196,10 +208,15 @@ class ResponseIterator(_Responses):
         if self._complete:
             raise StopIteration
         forwarder = self._forwarder
-        if forwarder is None:
-            record = self._request.pop(-1.0)  # waits without the GIL
-            return self._deliver(InferenceResponse._from_record(self._model, record,
-                                                                self._request_id))
+        if forwarder is None:  # the hot path, inline
+            # Waits without the GIL; the binding makes the response.
+            response: InferenceResponse = self._request.pop_response(self._model,
+                                                                     self._request_id)
+            if response.final:
+                self._complete = True
+            if self._raise_on_error and response.error is not None:
+                _raise_without_cycle(response)
+            return response
         with forwarder.ready:
             while not forwarder.pending:
                 forwarder.ready.wait(0.1)  # short waits: Ctrl-C stays possible
@@ -236,6 +253,22 @@ class AsyncResponseIterator(_Responses):
         iterator._start(model, request, user_queue, request_id, raise_on_error, None)
         return iterator
 
+    @classmethod
+    def _sent(cls, model: "Model", request: Any, raise_on_error: bool,
+              loop: asyncio.AbstractEventLoop) -> "AsyncResponseIterator":
+        """Model.async_infer's fastest way in (see ResponseIterator._sent)."""
+        iterator = cls.__new__(cls)
+        iterator._model = model
+        iterator._request = request
+        iterator._request_id = None
+        iterator._forwarder = None
+        iterator._raise_on_error = raise_on_error
+        iterator._complete = False
+        iterator._loop = loop
+        iterator._waiter = None
+        iterator._python_waker = False
+        return iterator
+
     def _start(self, model: "Model", request: Any, user_queue: Any, request_id: Optional[str],
                raise_on_error: bool, loop: Optional[asyncio.AbstractEventLoop]) -> None:
         self._loop = loop if loop is not None else asyncio.get_running_loop()
@@ -259,10 +292,9 @@ class AsyncResponseIterator(_Responses):
             raise StopAsyncIteration
         while True:
             if self._forwarder is None:  # the hot path, inline
-                record = self._request.try_pop()
-                if record is not None:
-                    response = InferenceResponse._from_record(self._model, record,
-                                                              self._request_id)
+                response: Optional[InferenceResponse] = self._request.try_pop_response(
+                    self._model, self._request_id)
+                if response is not None:
                     if response.final:
                         self._complete = True
                     if self._raise_on_error and response.error is not None:

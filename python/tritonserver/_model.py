@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING, Any, Optional, cast
 
@@ -10,7 +11,7 @@ from tritonserver._datatypes import from_config_name
 from tritonserver._enums import DataType, ModelBatchFlag, ModelTxnPropertyFlag
 from tritonserver._iterators import AsyncResponseIterator, ResponseIterator
 from tritonserver._request import InferenceRequest, model_submission
-from tritonserver._submit import RequestSpec, sent, submission
+from tritonserver._submit import RequestSpec, send_inputs, sent, submission
 
 if TYPE_CHECKING:
     from tritonserver._server import Server
@@ -35,6 +36,10 @@ class Model:
     def infer(self, inference_request: Optional[InferenceRequest] = None,
               raise_on_error: bool = True, **kwargs: Any) -> ResponseIterator:
         """Send a request; returns an iterator over its responses."""
+        if inference_request is None and len(kwargs) == 1 and "inputs" in kwargs:
+            request = send_inputs(self, kwargs["inputs"])
+            if request is not None:
+                return ResponseIterator._sent(self, request, raise_on_error)
         return ResponseIterator._send(self, *model_submission(self, inference_request, kwargs),
                                       raise_on_error)
 
@@ -44,6 +49,11 @@ class Model:
 
         Call it from a running event loop.
         """
+        if inference_request is None and len(kwargs) == 1 and "inputs" in kwargs:
+            loop = asyncio.get_running_loop()  # before sending: no loop, nothing sent
+            request = send_inputs(self, kwargs["inputs"])
+            if request is not None:
+                return AsyncResponseIterator._sent(self, request, raise_on_error, loop)
         return AsyncResponseIterator._send(self, *model_submission(self, inference_request, kwargs),
                                            raise_on_error)
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
 
 import numpy as np
 
+from tritonserver._c import triton_bindings as _bindings
 from tritonserver._enums import DATA_TYPES, MEMORY_TYPES, DataType, MemoryType
 from tritonserver._errors import TritonError, error_from_code
 from tritonserver._tensor import MemoryBuffer, Tensor
@@ -62,6 +63,13 @@ class InferenceResponse:
         if output_labels is not None:
             setattr(response, "_output_labels", output_labels)  # noqa: B010 - not a field
         return response
+
+
+# Popped responses are made by the binding (csrc/bindings/response_objects.h):
+# these classes, and _from_record for the records that carry an error or
+# class labels.
+_bindings.set_response_classes(InferenceResponse, Tensor, MemoryBuffer, DATA_TYPES, MEMORY_TYPES,
+                               InferenceResponse._from_record)
 
 
 def output_labels(response: InferenceResponse) -> Optional[dict[str, list[Optional[bytes]]]]:
