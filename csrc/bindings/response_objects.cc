@@ -34,34 +34,31 @@ py::object Interned(const char* name) {
   return py::reinterpret_steal<py::object>(PyUnicode_InternFromString(name));
 }
 
-// An instance of `cls` as object.__new__ makes it (no __init__ run), whose
-// __dict__ is the attributes Set here (one dict, built before the object).
+// An instance of `cls` as object.__new__ makes it (no __init__ run), with
+// the attributes Set gives it, in the order its dataclass's __init__ sets
+// them: on Python 3.11 and later such instances share one key table and
+// keep their values inline, as the dataclass's own instances do, instead
+// of one dict object each.
 class Instance {
  public:
-  explicit Instance(const py::object& cls)
-      : cls_(cls), dict_(py::reinterpret_steal<py::object>(PyDict_New())) {
-    if (!dict_) throw py::error_already_set();
+  explicit Instance(const py::object& cls) {
+    PyObject* o = PyBaseObject_Type.tp_new(reinterpret_cast<PyTypeObject*>(cls.ptr()),
+                                           classes->no_args.ptr(), nullptr);
+    if (o == nullptr) throw py::error_already_set();
+    object_ = py::reinterpret_steal<py::object>(o);
   }
   // Takes `value`, a new reference (null: the error set).
   Instance& Set(const py::object& name, PyObject* value) {
     if (value == nullptr) throw py::error_already_set();
-    const int failed = PyDict_SetItem(dict_.ptr(), name.ptr(), value);
+    const int failed = PyObject_SetAttr(object_.ptr(), name.ptr(), value);
     Py_DECREF(value);
     if (failed != 0) throw py::error_already_set();
     return *this;
   }
-  py::object Make() {
-    PyObject* o = PyBaseObject_Type.tp_new(reinterpret_cast<PyTypeObject*>(cls_.ptr()),
-                                           classes->no_args.ptr(), nullptr);
-    if (o == nullptr) throw py::error_already_set();
-    py::object out = py::reinterpret_steal<py::object>(o);
-    if (PyObject_GenericSetDict(o, dict_.ptr(), nullptr) != 0) throw py::error_already_set();
-    return out;
-  }
+  py::object Make() { return std::move(object_); }
 
  private:
-  const py::object& cls_;
-  py::object dict_;
+  py::object object_;
 };
 
 PyObject* Member(const py::dict& members, int value) {

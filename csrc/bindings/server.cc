@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "bindings/deferred_delete.h"
 #include "bindings/errors.h"
 #include "bindings/message.h"
 #include "bindings/response_queue.h"
@@ -166,6 +167,7 @@ size_t DeleteIdleKeptServers(double timeout_s) {
 }  // namespace
 
 void Server::Stop(bool models_gone, std::optional<unsigned int> exit_timeout_s) {
+  DeleteReleased();  // released requests keep their models: let them go first
   std::shared_ptr<ServerHandle> handle;
   {
     std::lock_guard<std::mutex> lock(mutex_);

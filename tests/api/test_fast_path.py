@@ -1,0 +1,140 @@
+"""The hot path of Model.infer(inputs=...) and the responses the binding
+builds: the same objects, fields and behaviour as the general path gives."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import tritonserver
+from tritonserver import InferenceResponse, MemoryBuffer, Tensor
+from tritonserver._c import triton_bindings
+
+
+def inference_count(model) -> int:
+    stats = model.statistics()["model_stats"]
+    return sum(int(s["inference_stats"]["success"]["count"]) for s in stats)
+
+
+def field_names(cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def test_a_response_is_made_of_the_public_classes_with_their_fields_in_order(server):
+    x = np.arange(16, dtype=np.float32)
+    response = next(server.model("identity_fp32").infer(inputs={"INPUT0": x}))
+    assert type(response) is InferenceResponse and response.final and response.error is None
+    assert list(vars(response)) == field_names(InferenceResponse)
+    tensor = response.outputs["OUTPUT0"]
+    assert type(tensor) is Tensor and list(vars(tensor)) == field_names(Tensor)
+    assert type(tensor.memory_buffer) is MemoryBuffer
+    assert list(vars(tensor.memory_buffer)) == field_names(MemoryBuffer)
+    assert tensor.data_type is tritonserver.DataType.FP32
+    assert tensor.memory_type is tritonserver.MemoryType.CPU
+    assert tensor.shape == (16,) and tensor.size == 64 and tensor.memory_type_id == 0
+    assert response.parameters == {} and response.classification_label is None
+    assert response.request_id is None and response.model.name == "identity_fp32"
+    np.testing.assert_array_equal(np.from_dlpack(tensor), x)
+    # Dataclass behaviour holds: equality, replace, repr.
+    assert dataclasses.replace(response) == response
+    assert "InferenceResponse(" in repr(response)
+
+
+def test_the_fast_path_and_the_general_path_give_equal_responses(server):
+    model = server.model("identity_fp32")
+    x = np.arange(16, dtype=np.float32)
+    fast = next(model.infer(inputs={"INPUT0": x}))
+    general = next(model.infer(model.create_request(inputs={"INPUT0": x})))
+    assert vars(fast).keys() == vars(general).keys()
+    assert fast.outputs.keys() == general.outputs.keys()
+    a, b = fast.outputs["OUTPUT0"], general.outputs["OUTPUT0"]
+    assert (a.data_type, tuple(a.shape), a.size) == (b.data_type, tuple(b.shape), b.size)
+    np.testing.assert_array_equal(np.from_dlpack(a), np.from_dlpack(b))
+
+
+def test_send_arrays_sends_nothing_when_an_input_is_not_an_array(server):
+    model = server.model("identity_fp32")
+    before = inference_count(model)
+    handle = server._handle()
+    assert triton_bindings.InferenceRequest.send_arrays(
+        handle, "identity_fp32", -1, {"INPUT0": [1.0, 2.0]}) is None
+    assert triton_bindings.InferenceRequest.send_arrays(
+        handle, "identity_fp32", -1, {"INPUT0": np.zeros(4, np.float32)[::2]}) is None
+    assert inference_count(model) == before
+    # Model.infer takes the general path for them, and they still work.
+    out = next(model.infer(inputs={"INPUT0": [1.0, 2.0]}))
+    np.testing.assert_array_equal(np.from_dlpack(out.outputs["OUTPUT0"]), [1.0, 2.0])
+    strided = np.arange(8, dtype=np.float32)[::2]
+    out = next(model.infer(inputs={"INPUT0": strided}))
+    np.testing.assert_array_equal(np.from_dlpack(out.outputs["OUTPUT0"]), strided)
+    assert inference_count(model) == before + 2
+
+
+def test_errors_on_the_fast_path_are_the_general_paths(server):
+    model = server.model("identity_fp32")
+    with pytest.raises(tritonserver.InvalidArgumentError, match="unexpected shape"):
+        model.infer(inputs={"INPUT0": np.zeros((2, 2), np.float32)})
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        model.infer(inputs={"WRONG": np.zeros(4, np.float32)})
+    with pytest.raises(tritonserver.NotFoundError):
+        server.model("no_such_model").infer(inputs={"INPUT0": np.zeros(4, np.float32)})
+    # The server still serves.
+    assert next(model.infer(inputs={"INPUT0": np.ones(4, np.float32)})).final
+
+
+def test_an_output_outlives_its_response_and_frees_with_its_last_view(server):
+    x = np.arange(1 << 20, dtype=np.float32)  # a pooled (large) output
+    response = next(server.model("identity_fp32").infer(inputs={"INPUT0": x}))
+    array = np.from_dlpack(response.outputs["OUTPUT0"])
+    owner = weakref.ref(response)
+    del response
+    gc.collect()
+    assert owner() is None
+    np.testing.assert_array_equal(array, x)  # the view keeps the buffer
+
+
+def test_async_infer_takes_the_fast_path_and_needs_a_running_loop(server):
+    model = server.model("identity_fp32")
+    x = np.arange(16, dtype=np.float32)
+    before = inference_count(model)
+    with pytest.raises(RuntimeError):
+        model.async_infer(inputs={"INPUT0": x})  # no running loop: nothing sent
+    assert inference_count(model) == before
+
+    async def run():
+        outs = []
+        async for response in model.async_infer(inputs={"INPUT0": x}):
+            outs.append(response)
+        return outs
+
+    outs = asyncio.run(run())
+    assert len(outs) == 1 and outs[0].final
+    assert list(vars(outs[0])) == field_names(InferenceResponse)
+    np.testing.assert_array_equal(np.from_dlpack(outs[0].outputs["OUTPUT0"]), x)
+    assert inference_count(model) == before + 1
+
+
+def test_a_changed_default_allocator_leaves_the_fast_path(server):
+    model = server.model("identity_fp32")
+    x = np.arange(16, dtype=np.float32)
+    calls = []
+
+    class Counting(tritonserver.MemoryAllocator):
+        def allocate(self, size, memory_type, memory_type_id):
+            calls.append(size)
+            return tritonserver.MemoryBuffer.from_dlpack(np.empty(size, np.uint8))
+
+    saved = dict(tritonserver.default_memory_allocators)
+    tritonserver.default_memory_allocators[tritonserver.MemoryType.CPU] = Counting()
+    try:
+        out = next(model.infer(inputs={"INPUT0": x}))
+    finally:
+        tritonserver.default_memory_allocators.clear()
+        tritonserver.default_memory_allocators.update(saved)
+    assert calls == [x.nbytes]
+    np.testing.assert_array_equal(np.from_dlpack(out.outputs["OUTPUT0"]), x)
