@@ -17,7 +17,7 @@ import functools
 import queue
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._errors import InvalidArgumentError
@@ -117,6 +117,9 @@ def _public_submission(request: Any, user_queue: Any) -> Submission:
     return c_request, user_queue if user_queue is not None else request_queue, request_id
 
 
+_R = TypeVar("_R", bound="_Responses")
+
+
 class _Responses:
     """What both iterators share: turning records into responses in order,
     marking the end, raising errors, cancelling."""
@@ -139,6 +142,15 @@ class _Responses:
         self._forwarder = forwarder
         self._raise_on_error = raise_on_error
         self._complete = False
+
+    @classmethod
+    def _sent(cls: type[_R], model: "Model", request: Any, raise_on_error: bool) -> _R:
+        """Model.infer's and async_infer's fastest way in: an iterator over
+        a request already sent (tritonserver._submit.send_inputs), with no
+        id and no queue."""
+        iterator = cls.__new__(cls)
+        iterator._setup(model, request, None, raise_on_error, None)
+        return iterator
 
     def _deliver(self, response: InferenceResponse) -> InferenceResponse:
         if response.final:
@@ -177,19 +189,6 @@ class ResponseIterator(_Responses):
         """Model.infer's way in: an iterator over a prepared submission."""
         iterator = cls.__new__(cls)
         iterator._start(model, request, user_queue, request_id, raise_on_error)
-        return iterator
-
-    @classmethod
-    def _sent(cls, model: "Model", request: Any, raise_on_error: bool) -> "ResponseIterator":
-        """Model.infer's fastest way in: an iterator over a request already
-        sent (tritonserver._submit.send_inputs), with no id and no queue."""
-        iterator = cls.__new__(cls)
-        iterator._model = model
-        iterator._request = request
-        iterator._request_id = None
-        iterator._forwarder = None
-        iterator._raise_on_error = raise_on_error
-        iterator._complete = False
         return iterator
 
     def _start(self, model: "Model", request: Any, user_queue: Any, request_id: Optional[str],
@@ -254,16 +253,10 @@ class AsyncResponseIterator(_Responses):
         return iterator
 
     @classmethod
-    def _sent(cls, model: "Model", request: Any, raise_on_error: bool,
-              loop: asyncio.AbstractEventLoop) -> "AsyncResponseIterator":
-        """Model.async_infer's fastest way in (see ResponseIterator._sent)."""
-        iterator = cls.__new__(cls)
-        iterator._model = model
-        iterator._request = request
-        iterator._request_id = None
-        iterator._forwarder = None
-        iterator._raise_on_error = raise_on_error
-        iterator._complete = False
+    def _sent_on(cls, model: "Model", request: Any, raise_on_error: bool,
+                 loop: asyncio.AbstractEventLoop) -> "AsyncResponseIterator":
+        """Model.async_infer's fastest way in (see _Responses._sent)."""
+        iterator = cls._sent(model, request, raise_on_error)
         iterator._loop = loop
         iterator._waiter = None
         iterator._python_waker = False

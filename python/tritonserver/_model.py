@@ -53,7 +53,7 @@ class Model:
             loop = asyncio.get_running_loop()  # before sending: no loop, nothing sent
             request = send_inputs(self, kwargs["inputs"])
             if request is not None:
-                return AsyncResponseIterator._sent(self, request, raise_on_error, loop)
+                return AsyncResponseIterator._sent_on(self, request, raise_on_error, loop)
         return AsyncResponseIterator._send(self, *model_submission(self, inference_request, kwargs),
                                            raise_on_error)
 
