@@ -138,3 +138,27 @@ def test_a_changed_default_allocator_leaves_the_fast_path(server):
         tritonserver.default_memory_allocators.update(saved)
     assert calls == [x.nbytes]
     np.testing.assert_array_equal(np.from_dlpack(out.outputs["OUTPUT0"]), x)
+
+
+BAD_INPUTS = {
+    "object array": {"INPUT0": np.array(["a"], dtype=object)},
+    "int name": {1: np.zeros(4, np.float32)},
+    "wrong dtype": {"INPUT0": np.zeros(4, np.float64)},
+    "0-d array": {"INPUT0": np.array(1.0, np.float32)},
+    "text for FP32": {"INPUT0": "text"},
+    "an extra input": {"INPUT0": np.zeros(4, np.float32), "X": np.zeros(4, np.float32)},
+    "no inputs": {},
+    "a list of arrays": [np.zeros(4, np.float32)],
+    "2-d for [-1]": {"INPUT0": np.zeros((2, 2), np.float32)},
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_INPUTS))
+def test_bad_inputs_raise_triton_errors_and_the_server_serves_on(server, name):
+    model = server.model("identity_fp32")
+    with pytest.raises(tritonserver.InvalidArgumentError):
+        for _ in model.infer(inputs=BAD_INPUTS[name]):
+            pass
+    x = np.arange(4, dtype=np.float32)
+    out = next(model.infer(inputs={"INPUT0": x}))
+    np.testing.assert_array_equal(np.from_dlpack(out.outputs["OUTPUT0"]), x)
