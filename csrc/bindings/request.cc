@@ -309,11 +309,6 @@ class RequestOwner {
   std::shared_ptr<Request> request_;
 };
 
-MaybeResponse Record(std::unique_ptr<ResponseRecord> record) {
-  if (!record) return py::none();
-  return RecordToPython(*record);
-}
-
 }  // namespace
 
 void RegisterRequest(py::module_& m) {
@@ -429,13 +424,6 @@ void RegisterRequest(py::module_& m) {
           "False when it was not sent with one. The trace is written once the core released "
           "it and this request is gone.")
       .def("cancel", [](R& r) { r.request().Cancel(); })
-      .def(
-          "try_pop", [](R& r) { return Record(r.queue().TryTake()); },
-          "The next Response, or None when none has arrived.")
-      .def(
-          "pop", [](R& r, double timeout) { return Record(r.queue().Take(timeout)); },
-          py::arg("timeout") = -1.0,
-          "Wait (without the GIL) for the next Response; None on timeout.")
       .def(
           "try_pop_response",
           [](R& r, py::handle model, py::handle request_id) -> py::object {

@@ -105,18 +105,4 @@ pybind11::object RecordToPython(ResponseRecord& record);
 // The struct sequence types Response and Output, added to `m`.
 void RegisterResponseRecord(pybind11::module_& m);
 
-// Response | None, as bound functions' signatures name it.
-class MaybeResponse : public pybind11::object {
- public:
-  using pybind11::object::object;
-  MaybeResponse(pybind11::object o) : pybind11::object(std::move(o)) {}  // NOLINT
-};
-
 }  // namespace tritonpy
-
-namespace pybind11::detail {
-template <>
-struct handle_type_name<tritonpy::MaybeResponse> {
-  static constexpr auto name = const_name("Response | None");
-};
-}  // namespace pybind11::detail
