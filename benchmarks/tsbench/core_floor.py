@@ -36,11 +36,15 @@ class CoreFloor:
             self.core.library, os.path.join(BENCHMARKS, "build"),
             os.path.join(BENCHMARKS, ".venv-client"), os.path.join(logs, "core-floor-build.log"))
 
-    def measure(self, workloads: tuple, loop: list) -> dict:
-        """{workload: {"ips": ..., "p50_us": ...}} of one round (`loop`: its loop options)."""
-        args, env = native.driver_command(
+    def command(self, workloads: tuple, loop: list) -> tuple:
+        """(argv, env) of one run of the driver (`loop`: its loop options)."""
+        return native.driver_command(
             self.driver, self.core, self.repository, self.backend_dir, MODEL,
             ["--workloads", ",".join(workloads), *loop])
+
+    def measure(self, workloads: tuple, loop: list) -> dict:
+        """{workload: {"ips": ..., "p50_us": ...}} of one round (`loop`: its loop options)."""
+        args, env = self.command(workloads, loop)
         out = run_logged(args, os.path.join(self.logs, "core-floor.log"), TIMEOUT_S,
                          "the core-floor benchmark", env=env)
         try:

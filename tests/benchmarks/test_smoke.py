@@ -1,6 +1,7 @@
 """Smoke tests of the benchmark harness: `benchmarks/run.py --quick` and
 `benchmarks/onnx_backend.py --quick` and `benchmarks/scale_out.py --quick` work end to end and write complete results
-documents; so do `benchmarks/frameworks.py --quick` and `benchmarks/openai_stream.py --quick`.
+documents; so do `benchmarks/frameworks.py --quick`, `benchmarks/openai_stream.py --quick`
+and `benchmarks/hotpath.py --quick` (where Linux perf may sample).
 
 It measures nothing that is checked: no figure is compared with a time or a
 rate, only the document's shape (every system x workload present, numbers
@@ -26,6 +27,7 @@ RUN = os.path.join(REPO, "benchmarks", "run.py")
 ONNX = os.path.join(REPO, "benchmarks", "onnx_backend.py")
 SCALE_OUT = os.path.join(REPO, "benchmarks", "scale_out.py")
 FRAMEWORKS = os.path.join(REPO, "benchmarks", "frameworks.py")
+HOTPATH = os.path.join(REPO, "benchmarks", "hotpath.py")
 WORKLOADS = ("sync", "async64", "large16MiB", "large16MiB-shm", "threads4")
 SMALL = ("sync", "async64", "threads4")
 # The default systems and what each measures: the C API's large16MiB is the
@@ -280,3 +282,51 @@ def test_quick_openai_stream_run_writes_every_figure(tmp_path):
         assert figures["requests"] == doc["requests"] * doc["rounds"]
         for key in ("ttft_ms", "tokens_per_s"):
             assert all(_positive(figures[key][k]) for k in ("median", "min", "max")), figures
+
+
+def _perf_usable() -> bool:
+    """Linux perf is installed and may sample this user's processes."""
+    import shutil
+
+    if shutil.which("perf") is None:
+        return False
+    try:
+        with open("/proc/sys/kernel/perf_event_paranoid", encoding="ascii") as f:
+            return int(f.read().strip()) <= 2 or os.geteuid() == 0
+    except (OSError, ValueError):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(not _perf_usable(), reason="Linux perf is missing or may not sample here")
+def test_quick_hotpath_splits_each_request_by_layer(tmp_path):
+    doc = _run_quick(HOTPATH, tmp_path / "hotpath.json", 180)
+    results = doc["results"]
+    assert set(results) == {"c-api", "python-api"}
+    for system, r in results.items():
+        assert _positive(r["ips"]) and _positive(r["p50_us"]), system
+        assert math.isclose(sum(r["shares"].values()), 1.0, rel_tol=1e-6), system
+        assert r["shares"].get("core", 0) > 0, system  # the identity backend ran in both
+    assert "binding" not in results["c-api"]["shares"]  # no Python in the C API driver
+    assert results["python-api"]["shares"].get("binding", 0) > 0
+    assert results["python-api"]["shares"].get("interpreter", 0) > 0
+
+
+def test_hotpath_groups_libraries_by_layer():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hotpath", HOTPATH)
+    assert spec is not None and spec.loader is not None
+    hotpath = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hotpath)
+    cases = {"[kernel.kallsyms]": "kernel", "[vdso]": "kernel",
+             "libc.so.6": "C runtime", "libstdc++.so.6.0.30": "C runtime",
+             "ld-linux-x86-64.so.2": "C runtime",
+             "libtritonserver-717102f0.so": "core", "libtriton_identity.so": "core",
+             "libpython3.11.so.1.0": "interpreter",
+             "_multiarray_umath.cpython-311-x86_64-linux-gnu.so": "interpreter",
+             "/x/tritonserver/_c/triton_bindings.cpython-311-x86_64-linux-gnu.so": "binding",
+             "c_api_bench": "driver", "libcrypto.so.3": "other"}
+    for dso, group in cases.items():
+        assert hotpath.group_of(dso) == group, dso
