@@ -207,15 +207,9 @@ class ResponseIterator(_Responses):
         if self._complete:
             raise StopIteration
         forwarder = self._forwarder
-        if forwarder is None:  # the hot path, inline
+        if forwarder is None:  # the hot path
             # Waits without the GIL; the binding makes the response.
-            response: InferenceResponse = self._request.pop_response(self._model,
-                                                                     self._request_id)
-            if response.final:
-                self._complete = True
-            if self._raise_on_error and response.error is not None:
-                _raise_without_cycle(response)
-            return response
+            return self._deliver(self._request.pop_response(self._model, self._request_id))
         with forwarder.ready:
             while not forwarder.pending:
                 forwarder.ready.wait(0.1)  # short waits: Ctrl-C stays possible
@@ -257,16 +251,18 @@ class AsyncResponseIterator(_Responses):
                  loop: asyncio.AbstractEventLoop) -> "AsyncResponseIterator":
         """Model.async_infer's fastest way in (see _Responses._sent)."""
         iterator = cls._sent(model, request, raise_on_error)
-        iterator._loop = loop
-        iterator._waiter = None
-        iterator._python_waker = False
+        iterator._on_loop(loop)
         return iterator
+
+    def _on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wait on `loop`, with no waiter made yet."""
+        self._loop = loop
+        self._waiter = None
+        self._python_waker = False
 
     def _start(self, model: "Model", request: Any, user_queue: Any, request_id: Optional[str],
                raise_on_error: bool, loop: Optional[asyncio.AbstractEventLoop]) -> None:
-        self._loop = loop if loop is not None else asyncio.get_running_loop()
-        self._waiter = None
-        self._python_waker = False
+        self._on_loop(loop if loop is not None else asyncio.get_running_loop())
         forwarder = None
         if user_queue is not None:
             forwarder = _Forwarder(model, request, user_queue, request_id, self._loop)
@@ -284,15 +280,11 @@ class AsyncResponseIterator(_Responses):
         if self._complete:
             raise StopAsyncIteration
         while True:
-            if self._forwarder is None:  # the hot path, inline
+            if self._forwarder is None:  # the hot path
                 response: Optional[InferenceResponse] = self._request.try_pop_response(
                     self._model, self._request_id)
                 if response is not None:
-                    if response.final:
-                        self._complete = True
-                    if self._raise_on_error and response.error is not None:
-                        _raise_without_cycle(response)
-                    return response
+                    return self._deliver(response)
             else:
                 forwarded = self._forwarded()
                 if forwarded is not None:
