@@ -141,11 +141,16 @@ def main(argv: list) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.seconds = 1.0
+    if not args.seconds > 0:
+        p.error(f"--seconds must be above 0 (got {args.seconds})")
+    try:
+        machine.pin(machine.parse_cpu_list(args.pin))
+    except (ValueError, OSError) as e:
+        p.error(f"--pin {args.pin!r}: expected CPUs of this machine, like 0 or 0,2 or 0-3 ({e})")
     if shutil.which("perf") is None:
         note("hotpath.py needs Linux perf (linux-tools, or the distribution's perf package)")
         return 2
     os.makedirs(LOGS, exist_ok=True)
-    machine.pin(machine.parse_cpu_list(args.pin))
     loop = ["--rounds", "1", "--seconds", str(args.seconds), "--max-seconds",
             str(args.seconds), "--warmup-seconds", "0.5"]
     floor = CoreFloor(LOGS)

@@ -330,3 +330,15 @@ def test_hotpath_groups_libraries_by_layer():
              "c_api_bench": "driver", "libcrypto.so.3": "other"}
     for dso, group in cases.items():
         assert hotpath.group_of(dso) == group, dso
+
+
+@pytest.mark.parametrize("options", [["--pin", "x"], ["--pin", "999999"], ["--pin", ""],
+                                     ["--seconds", "0"], ["--seconds", "-1"],
+                                     ["--seconds", "nan"]])
+def test_hotpath_refuses_bad_options_before_running_anything(options, tmp_path):
+    proc = subprocess.run([sys.executable, HOTPATH, *options, "--json", str(tmp_path / "h.json")],
+                          cwd=REPO, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "hotpath.py: error: --" in proc.stderr
+    assert not (tmp_path / "h.json").exists()
