@@ -45,8 +45,10 @@ class _Forwarder:
         self.ready = threading.Condition()
         self.pending: collections.deque[InferenceResponse] = collections.deque()
         self.on_item: Optional[Callable[[], None]] = None
-        self.queue_error: Optional[BaseException] = None  # from the user's queue
-        self._error_taken = False
+        # The user's queue failed: it gets nothing more. Its error waits in
+        # _queue_error until the iterator raises it (once).
+        self._queue_failed = False
+        self._queue_error: Optional[BaseException] = None
         # An asyncio.Queue is filled on its loop's thread, by flush().
         self._unqueued: Optional[collections.deque[InferenceResponse]] = (
             collections.deque() if isinstance(self._user_queue, asyncio.Queue) else None)
@@ -83,20 +85,28 @@ class _Forwarder:
         # and stop() with it) and never raises here: the first failure (a
         # full or closed queue) is kept for the iterator to raise, and the
         # queue gets nothing more; the iterator still has every response.
-        if self.queue_error is not None:
+        if self._queue_failed:
             return
         try:
             put = getattr(self._user_queue, "put_nowait", None) or self._user_queue.put
             put(response)
         except Exception as e:
-            self.queue_error = e.with_traceback(None)  # no frames kept alive
+            self._queue_failed = True
+            self._queue_error = e.with_traceback(None)  # no frames kept alive
 
-    def take_error(self) -> Optional[BaseException]:
-        """The queue's failure, once (then None)."""
-        if self.queue_error is None or self._error_taken:
-            return None
-        self._error_taken = True
-        return self.queue_error
+    def raise_error(self) -> None:
+        """Raise the queue's failure, once (then nothing). Neither the
+        forwarder nor this frame keeps the error: raised, it holds frames
+        (the iterator's among them), and either would then make a reference
+        cycle that keeps the iterator, its request and its responses alive
+        until the cyclic garbage collector runs."""
+        error, self._queue_error = self._queue_error, None
+        if error is None:
+            return
+        try:
+            raise error
+        finally:
+            error = None
 
 
 def _queue_loop(q: asyncio.Queue[InferenceResponse]) -> asyncio.AbstractEventLoop:
@@ -213,9 +223,7 @@ class ResponseIterator(_Responses):
         with forwarder.ready:
             while not forwarder.pending:
                 forwarder.ready.wait(0.1)  # short waits: Ctrl-C stays possible
-            error = forwarder.take_error()
-            if error is not None:
-                raise error  # the queue refused a response: the caller hears of it
+            forwarder.raise_error()  # the queue refused a response: the caller hears of it
             response = forwarder.pending.popleft()
         return self._deliver(response)
 
@@ -318,9 +326,7 @@ class AsyncResponseIterator(_Responses):
         forwarder = self._forwarder
         assert forwarder is not None
         forwarder.flush()
-        error = forwarder.take_error()
-        if error is not None:
-            raise error  # the queue refused a response: the caller hears of it
+        forwarder.raise_error()  # the queue refused a response: the caller hears of it
         pending = forwarder.pending
         return pending.popleft() if pending else None
 

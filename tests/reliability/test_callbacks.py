@@ -6,11 +6,13 @@ leave no object of ours alive and no memory behind."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import queue
 import time
 import tracemalloc
 import weakref
+from typing import Iterator
 
 import numpy as np
 import pytest
@@ -43,12 +45,27 @@ class ClosedQueue:
 
 def released(ref: weakref.ref, timeout: float = 10.0) -> bool:
     """Whether the object dies within `timeout` (the core releases a request
-    on its own thread, a moment after the final response)."""
+    on its own thread, a moment after the final response) by reference
+    counting alone. Call it with the cyclic collector off (collector_off)
+    from before the last reference is dropped: an object that only the
+    collector frees sits in a reference cycle, and lives on, with what it
+    holds, until the collector happens to run."""
+    assert not gc.isenabled(), "released() needs the cyclic collector off"
     deadline = time.monotonic() + timeout
     while ref() is not None and time.monotonic() < deadline:
-        gc.collect()
         time.sleep(0.001)
     return ref() is None
+
+
+@contextlib.contextmanager
+def collector_off() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def package_bytes(snapshot) -> int:
@@ -91,8 +108,9 @@ def test_failing_allocator(server, allocator_class, error, message):
         with pytest.raises(error, match=message) as info:
             list(model.infer(inputs={"INPUT0": x}, output_memory_allocator=allocator))
         seen.append(type(info.value).__name__)
-        del allocator, info
-        assert released(ref), "the failed request kept its allocator alive"
+        with collector_off():
+            del allocator, info
+            assert released(ref), "the failed request kept its allocator alive"
 
     growth = run_bounded(lambda: repeat_and_measure(fail_once, REPEATS), 120, "failing allocator")
     assert growth < 16 * 1024, f"{growth} bytes of our package's memory grew"
@@ -128,8 +146,9 @@ def test_failing_sync_response_queue(server, kind):
         if kind == "full":
             assert int(np.from_dlpack(user_queue.get_nowait().outputs["OUT"])[0]) == 0
         ref = weakref.ref(it)
-        del it, errors
-        assert released(ref), "the iterator of a failed queue stayed alive"
+        with collector_off():
+            del it, errors
+            assert released(ref), "the iterator of a failed queue stayed alive"
 
     growth = run_bounded(lambda: repeat_and_measure(fail_once, REPEATS), 120,
                          f"a {kind} response_queue")
@@ -158,14 +177,20 @@ def test_full_async_response_queue(server):
                 continue
             if r.outputs:
                 got.append(int(np.from_dlpack(r.outputs["OUT"])[0]))
-        return got, errors, user_queue.qsize()
+        raised = len(errors)
+        ref = weakref.ref(it)
+        with collector_off():
+            del it, r, errors  # an error's traceback holds the iterator's frame
+            freed = await asyncio.to_thread(released, ref)  # the loop runs meanwhile
+        return got, raised, user_queue.qsize(), freed
 
     async def main():
         return [await asyncio.wait_for(once(), 30) for _ in range(100)]
 
     results = asyncio.run(main())
-    assert all(got == values.tolist() and len(errors) == 1 and size == 2
-               for got, errors, size in results), results[:3]
+    assert all(got == values.tolist() and errors == 1 and size == 2
+               for got, errors, size, _ in results), results[:3]
+    assert all(freed for *_, freed in results), "the iterator of a failed queue stayed alive"
     assert server.live()
     record("callbacks: full asyncio response_queue",
            f"{len(results)} requests -> QueueFull raised once by the iterator, all 5 responses "
