@@ -23,7 +23,7 @@ from tritonserver._c import triton_bindings as _bindings
 from tritonserver._errors import InvalidArgumentError
 from tritonserver._request import InferenceRequest
 from tritonserver._submit import Submission
-from tritonserver._response import InferenceResponse, _raise_without_cycle
+from tritonserver._response import InferenceResponse, raise_response_error
 
 if TYPE_CHECKING:
     from tritonserver._model import Model
@@ -166,7 +166,7 @@ class _Responses:
         if response.final:
             self._complete = True
         if self._raise_on_error and response.error is not None:
-            _raise_without_cycle(response)
+            raise_response_error(response)
         return response
 
     def cancel(self) -> None:

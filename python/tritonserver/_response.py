@@ -91,8 +91,10 @@ def _top_class_label(outputs: dict[str, Tensor], labels: list[Optional[str]]) ->
     return labels[int(np.argmax(scores))] if scores.size else None
 
 
-def _raise_without_cycle(response: InferenceResponse) -> None:
-    """Raise the response's error without a frame that refers to it.
+def raise_response_error(response: InferenceResponse) -> None:
+    """Raise the response's error without a frame that refers to it (the
+    iterators and the frontends that read responses with raise_on_error
+    off raise through it).
 
     A raised exception's traceback holds the raising frame; a frame whose
     locals hold the exception (or the response holding it) would make a

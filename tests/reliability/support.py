@@ -1,13 +1,17 @@
 """What the reliability tests share: the soak switch, figures for the log,
-process measurements (resident memory, threads, descriptors) and bounded
-waits that turn a hang into a failure."""
+process measurements (resident memory, threads, descriptors), bounded
+waits that turn a hang into a failure, and the check that an object dies
+by reference counting alone."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import threading
 import time
-from typing import Any, Callable
+import weakref
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -78,3 +82,29 @@ def run_bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
     if errors:
         raise errors[0]
     return result[0] if result else None
+
+
+def released(ref: weakref.ref, timeout: float = 10.0) -> bool:
+    """Whether the object dies within `timeout` (the core releases a request
+    on its own thread, a moment after the final response) by reference
+    counting alone. Call it with the cyclic collector off (collector_off)
+    from before the last reference is dropped: an object that only the
+    collector frees sits in a reference cycle, and lives on, with what it
+    holds, until the collector happens to run."""
+    assert not gc.isenabled(), "released() needs the cyclic collector off"
+    deadline = time.monotonic() + timeout
+    while ref() is not None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return ref() is None
+
+
+@contextlib.contextmanager
+def collector_off() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (as it was after)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -6,19 +6,16 @@ leave no object of ours alive and no memory behind."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import queue
-import time
 import tracemalloc
 import weakref
-from typing import Iterator
 
 import numpy as np
 import pytest
 
 import tritonserver
-from reliability.support import record, run_bounded
+from reliability.support import collector_off, record, released, run_bounded
 from tritonserver import MemoryBuffer, MemoryType
 
 REPEATS = 300
@@ -41,31 +38,6 @@ class ClosedQueue:
 
     def put(self, item):
         raise RuntimeError("the response queue is closed")
-
-
-def released(ref: weakref.ref, timeout: float = 10.0) -> bool:
-    """Whether the object dies within `timeout` (the core releases a request
-    on its own thread, a moment after the final response) by reference
-    counting alone. Call it with the cyclic collector off (collector_off)
-    from before the last reference is dropped: an object that only the
-    collector frees sits in a reference cycle, and lives on, with what it
-    holds, until the collector happens to run."""
-    assert not gc.isenabled(), "released() needs the cyclic collector off"
-    deadline = time.monotonic() + timeout
-    while ref() is not None and time.monotonic() < deadline:
-        time.sleep(0.001)
-    return ref() is None
-
-
-@contextlib.contextmanager
-def collector_off() -> Iterator[None]:
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def package_bytes(snapshot) -> int:
