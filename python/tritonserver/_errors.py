@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import traceback
-from typing import Optional
+from typing import Any, Optional
 
 from tritonserver._c import triton_bindings as _bindings
 
@@ -127,6 +127,24 @@ def release_frames(error: BaseException) -> None:
         chained = chained.__cause__ or chained.__context__
 
 
+def raise_taken(holder: Any, attribute: str) -> None:
+    """Raise the exception in ``holder.<attribute>`` (nothing when it is
+    None), set to None first. Raised, an exception's traceback holds the
+    frames it passes through, the caller's among them: were the holder or
+    the raising frame still to refer to it, that would be a reference cycle
+    keeping the caller's objects (an iterator, its request, its responses)
+    alive until the cyclic garbage collector runs."""
+    error = getattr(holder, attribute)
+    if error is None:
+        return
+    setattr(holder, attribute, None)
+    try:
+        raise error
+    finally:
+        error = None
+        holder = None  # nor does the error keep the holder (and what it holds)
+
+
 def describe_exception(error: BaseException) -> tuple[int, str]:
     """(code, message) of an exception raised in Python code that C++ called
     (the binding's callbacks, the inprocess backend): a tritonserver error
@@ -149,6 +167,7 @@ __all__ = [
     "CancelledError",
     "code_of",
     "describe_exception",
+    "raise_taken",
     "release_frames",
     "error_from_code",
     "summary",

@@ -20,10 +20,10 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from tritonserver._c import triton_bindings as _bindings
-from tritonserver._errors import InvalidArgumentError
+from tritonserver._errors import InvalidArgumentError, raise_taken
 from tritonserver._request import InferenceRequest
 from tritonserver._submit import Submission
-from tritonserver._response import InferenceResponse, raise_response_error
+from tritonserver._response import InferenceResponse
 
 if TYPE_CHECKING:
     from tritonserver._model import Model
@@ -95,18 +95,9 @@ class _Forwarder:
             self._queue_error = e.with_traceback(None)  # no frames kept alive
 
     def raise_error(self) -> None:
-        """Raise the queue's failure, once (then nothing). Neither the
-        forwarder nor this frame keeps the error: raised, it holds frames
-        (the iterator's among them), and either would then make a reference
-        cycle that keeps the iterator, its request and its responses alive
-        until the cyclic garbage collector runs."""
-        error, self._queue_error = self._queue_error, None
-        if error is None:
-            return
-        try:
-            raise error
-        finally:
-            error = None
+        """Raise the queue's failure, once (then nothing), keeping no
+        reference to it (raise_taken)."""
+        raise_taken(self, "_queue_error")
 
 
 def _queue_loop(q: asyncio.Queue[InferenceResponse]) -> asyncio.AbstractEventLoop:
@@ -166,7 +157,7 @@ class _Responses:
         if response.final:
             self._complete = True
         if self._raise_on_error and response.error is not None:
-            raise_response_error(response)
+            raise_taken(response, "error")
         return response
 
     def cancel(self) -> None:

@@ -4,7 +4,7 @@ record of it (tritonserver._c.triton_bindings.Response)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
+from typing import TYPE_CHECKING, ClassVar, Optional, Union
 
 import numpy as np
 
@@ -89,22 +89,3 @@ def _top_class_label(outputs: dict[str, Tensor], labels: list[Optional[str]]) ->
         return None
     scores = np.from_dlpack(first).reshape(-1)[:len(labels)]
     return labels[int(np.argmax(scores))] if scores.size else None
-
-
-def raise_response_error(response: InferenceResponse) -> None:
-    """Raise the response's error without a frame that refers to it (the
-    iterators and the frontends that read responses with raise_on_error
-    off raise through it).
-
-    A raised exception's traceback holds the raising frame; a frame whose
-    locals hold the exception (or the response holding it) would make a
-    reference cycle that keeps the response alive until the garbage
-    collector runs.
-    """
-    error: Any = response.error
-    response.error = None
-    try:
-        raise error
-    finally:
-        error = None
-        response = None  # type: ignore[assignment]

@@ -15,7 +15,7 @@ from tritonserver import (
     Server,
     TritonError,
 )
-from tritonserver._response import raise_response_error
+from tritonserver._errors import raise_taken
 from tritonserver.frontends.dataplane.state import ModelEntry, state_of
 from tritonserver.frontends.dataplane.inference import (WireRequest, model_version, send_request,
                                                         set_parameter)
@@ -182,7 +182,7 @@ async def only_document(iterator: Any, call: WireRequest, entry: ModelEntry) -> 
     responses = []
     async for response in iterator:
         if response.error is not None:
-            raise_response_error(response)  # no cycle through this frame
+            raise_taken(response, "error")  # no cycle through this frame
         if response.outputs or response.parameters or not response.final:
             responses.append(response)
     if len(responses) != 1:

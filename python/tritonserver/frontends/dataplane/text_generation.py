@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from tritonserver._distribution import install_command
-from tritonserver._response import raise_response_error
+from tritonserver._errors import raise_taken
 from tritonserver import InvalidArgumentError, NotFoundError, Server, TritonError
 from tritonserver.frontends.dataplane.generate import add_member
 from tritonserver.frontends.dataplane.inference import WireRequest, send_request
@@ -367,7 +367,7 @@ class TextStream:
         async for response in self.iterator:
             if response.error is not None:
                 self._ended = True
-                raise_response_error(response)  # no cycle through this frame
+                raise_taken(response, "error")  # no cycle through this frame
             if response.final and not response.outputs and not response.parameters:
                 continue  # a decoupled model's closing flag
             # UTF-8 across pieces: a character a model split between two responses
