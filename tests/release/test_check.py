@@ -31,7 +31,9 @@ def test_a_missing_python_is_named(tmp_path):
 def test_release_check_passes_for_this_python(tmp_path):
     report_path = tmp_path / "report.json"
     out = run_check("--python", sys.executable, "--report", str(report_path), timeout=2300)
-    log = (out.stdout + out.stderr)[-8000:]
+    # separate tails: the inner pytest's failure summary ends stdout, and pip's warnings on
+    # stderr must not push it out of the message
+    log = f"stdout (tail):\n{out.stdout[-6000:]}\nstderr (tail):\n{out.stderr[-2000:]}"
     assert out.returncode == 0, log
     report = json.loads(report_path.read_text())
     assert report["result"] == "passed", log
