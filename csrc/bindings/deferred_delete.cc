@@ -5,10 +5,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "bindings/errors.h"
 #include "core_api.h"
@@ -47,15 +47,25 @@ class Deleter {
   }
 
   // Deletes what is queued, on the calling thread, unless another thread
-  // holds the queue right now.
+  // holds the queue right now. Called before every send, so it allocates
+  // nothing: the batch takes this thread's spare storage, swaps it with the
+  // queue's, and leaves its own behind as the next spare. (A send from inside
+  // Handle, a model's finalize sending, finds the spare taken and swaps an
+  // empty vector in.)
   void Drain() noexcept {
-    std::deque<Released> batch;
+    thread_local std::vector<Released> spare;
+    std::vector<Released> batch = std::move(spare);
     {
       std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
-      if (!lock.owns_lock() || items_.empty()) return;
+      if (!lock.owns_lock() || items_.empty()) {
+        spare = std::move(batch);
+        return;
+      }
       batch.swap(items_);
     }
     for (Released& item : batch) Handle(item);
+    batch.clear();
+    spare = std::move(batch);
   }
 
  private:
@@ -76,7 +86,7 @@ class Deleter {
     // state made and freed per use races tracemalloc in CPython 3.11 (a
     // crash seen in the leak tests).
     if (pyinterop::PythonAlive()) pyinterop::ThreadGil prime;
-    std::deque<Released> batch;
+    std::vector<Released> batch;
     int quiet = 0;
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
@@ -106,7 +116,7 @@ class Deleter {
 
   std::mutex mutex_;
   std::condition_variable ready_;
-  std::deque<Released> items_;
+  std::vector<Released> items_;
   bool waiting_ = false;  // on ready_ with nothing to do: the next Add wakes it
   bool started_ = false;
 };

@@ -8,9 +8,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <utility>
 #include <vector>
 
 #include "dlpack/dlpack.h"
+#include "pyinterop/errors.h"
 #include "pyinterop/ref.h"
 
 namespace py = pybind11;
@@ -38,10 +40,10 @@ void CapsuleDestructor(PyObject* capsule) {
   }
 }
 
-py::capsule ToDlpack(uintptr_t data, const std::vector<int64_t>& shape, int code, int bits,
+py::capsule ToDlpack(uintptr_t data, std::vector<int64_t> shape, int code, int bits,
                      int device_type, int device_id, py::object owner) {
   auto* ctx = new ExportContext();
-  ctx->shape = shape;
+  ctx->shape = std::move(shape);
   ctx->owner = pyinterop::OwnedRef(std::move(owner));
   DLTensor& t = ctx->managed.dl_tensor;
   t.data = reinterpret_cast<void*>(data);
@@ -71,29 +73,28 @@ PyObject* ToDlpackFast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   const uintptr_t data = PyLong_AsSize_t(args[0]);
-  PyObject* shape = PySequence_Fast(args[1], "shape must be a sequence of ints");
-  if (shape == nullptr || (data == static_cast<uintptr_t>(-1) && PyErr_Occurred())) {
-    Py_XDECREF(shape);
-    return nullptr;
-  }
-  std::vector<int64_t> dims(static_cast<size_t>(PySequence_Fast_GET_SIZE(shape)));
-  for (size_t i = 0; i < dims.size(); ++i) {
-    dims[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(shape, i));
-  }
-  Py_DECREF(shape);
+  if (data == static_cast<uintptr_t>(-1) && PyErr_Occurred()) return nullptr;
   const long code = PyLong_AsLong(args[2]);
   const long bits = PyLong_AsLong(args[3]);
   const long device_type = PyLong_AsLong(args[4]);
   const long device_id = PyLong_AsLong(args[5]);
   if (PyErr_Occurred()) return nullptr;
   try {
-    return ToDlpack(data, dims, static_cast<int>(code), static_cast<int>(bits),
+    auto shape = py::reinterpret_steal<py::object>(
+        PySequence_Fast(args[1], "shape must be a sequence of ints"));
+    if (!shape) throw py::error_already_set();
+    std::vector<int64_t> dims(static_cast<size_t>(PySequence_Fast_GET_SIZE(shape.ptr())));
+    for (size_t i = 0; i < dims.size(); ++i) {
+      dims[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(shape.ptr(), i));
+    }
+    if (PyErr_Occurred()) throw py::error_already_set();
+    return ToDlpack(data, std::move(dims), static_cast<int>(code), static_cast<int>(bits),
                     static_cast<int>(device_type), static_cast<int>(device_id),
                     py::reinterpret_borrow<py::object>(args[6]))
         .release()
         .ptr();
-  } catch (py::error_already_set& e) {
-    e.restore();
+  } catch (...) {
+    pyinterop::SetPythonErrorFromCurrent();
     return nullptr;
   }
 }

@@ -18,6 +18,7 @@
 #include <tritonserver/backend/error.h>
 
 #include <exception>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -92,6 +93,14 @@ TRITONSERVER_Error* GuardToTriton(Make&& make, Body&& body) noexcept {
   }
 }
 
+// Sets the Python exception of `e`: the tritonserver exception class of its
+// code, with its message (with the GIL).
+inline void SetPythonError(const Error& e) {
+  pybind11::object error =
+      ErrorsFunction("error_from_code")(static_cast<int>(e.code()), e.message());
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+}
+
 // Raises Error as the tritonserver exception class of its code, for the
 // functions bound by the calling shared library.
 inline void RegisterErrorTranslator() {
@@ -99,11 +108,36 @@ inline void RegisterErrorTranslator() {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const Error& e) {
-      pybind11::object error =
-          ErrorsFunction("error_from_code")(static_cast<int>(e.code()), e.message());
-      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+      SetPythonError(e);
     }
   });
+}
+
+// Inside a catch block of a function CPython calls directly (a plain C
+// method, no pybind11 dispatcher around it): sets the Python exception
+// pybind11 would have raised for what was thrown. The caller returns null.
+inline void SetPythonErrorFromCurrent() noexcept {
+  try {
+    throw;
+  } catch (pybind11::error_already_set& e) {
+    e.restore();
+  } catch (const Error& e) {
+    try {
+      SetPythonError(e);
+    } catch (pybind11::error_already_set& inner) {
+      inner.restore();
+    } catch (...) {
+      PyErr_SetString(PyExc_RuntimeError, e.message().c_str());
+    }
+  } catch (const pybind11::builtin_exception& e) {
+    e.set_error();
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "unknown C++ exception");
+  }
 }
 
 }  // namespace pyinterop
