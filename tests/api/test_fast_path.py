@@ -162,3 +162,74 @@ def test_bad_inputs_raise_triton_errors_and_the_server_serves_on(server, name):
     x = np.arange(4, dtype=np.float32)
     out = next(model.infer(inputs={"INPUT0": x}))
     np.testing.assert_array_equal(np.from_dlpack(out.outputs["OUTPUT0"]), x)
+
+
+# ---- The binding's InferenceRequest: a plain CPython type ------------------------------
+
+
+def test_the_binding_request_checks_its_arguments_with_type_errors(server):
+    handle, request_type = server._handle(), triton_bindings.InferenceRequest
+    x = {"INPUT0": np.zeros(4, np.float32)}
+    bad_calls = {
+        "a str for the server": lambda: request_type("not a server", "identity_fp32"),
+        "an int for the model": lambda: request_type(handle, 5),
+        "no model": lambda: request_type(handle),
+        "send_arrays, 3 arguments": lambda: request_type.send_arrays(handle, "identity_fp32", -1),
+        "send_arrays, a list for the inputs": lambda: request_type.send_arrays(
+            handle, "identity_fp32", -1, list(x.values())),
+        "send_arrays, a str for the version": lambda: request_type.send_arrays(
+            handle, "identity_fp32", "1", x),
+        "send_arrays, bytes for the model": lambda: request_type.send_arrays(
+            handle, b"identity_fp32", -1, x),
+        "a pybind11 method on another object": lambda: request_type.set_id(object(), "id"),
+    }
+    for name, call in bad_calls.items():
+        with pytest.raises(TypeError):
+            call()
+            pytest.fail(name)
+    request = request_type(handle, "identity_fp32")
+    with pytest.raises(TypeError):
+        request.pop_response()
+    with pytest.raises(TypeError):
+        request.try_pop_response(None, None, None)
+    with pytest.raises(TypeError):
+        request.pop_response(None, None, "not a number")
+    with pytest.raises(TypeError):
+        class Sub(request_type):  # final, as its stub says
+            pass
+
+
+def test_the_binding_request_raises_the_cores_errors_as_triton_errors(server):
+    request_type = triton_bindings.InferenceRequest
+    with pytest.raises(tritonserver.NotFoundError, match="unknown model"):
+        request_type.send_arrays(server._handle(), "no_such_model", -1,
+                                 {"INPUT0": np.zeros(4, np.float32)})
+    with pytest.raises(tritonserver.InvalidArgumentError, match="missing required input"):
+        request_type(server._handle(), "identity_fp32").send()  # the core refuses it
+    request = request_type.send_arrays(server._handle(), "identity_fp32", -1,
+                                       {"INPUT0": np.zeros(4, np.float32)})
+    with pytest.raises(tritonserver.InvalidArgumentError, match="after it was sent"):
+        request.send()  # sent once only
+    with pytest.raises(tritonserver.InvalidArgumentError, match="after it was sent"):
+        request.set_id("late")
+    assert request.pop_response(server.model("identity_fp32"), None).final
+
+
+def test_the_binding_request_is_released_when_dropped_and_cancels_when_unfinished(server):
+    request_type = triton_bindings.InferenceRequest
+    model = server.model("identity_fp32")
+    request = request_type.send_arrays(server._handle(), "identity_fp32", -1,
+                                       {"INPUT0": np.arange(4, dtype=np.float32)})
+    dead = weakref.ref(request)
+    response = request.pop_response(model, "my-id")
+    assert response.final and response.request_id == "my-id"
+    assert request.try_pop_response(model, None) is None
+    assert request.pop_response(model, None, 0.01) is None  # a timeout gives None
+    del request
+    assert dead() is None  # reference counting alone: no cycle
+    np.testing.assert_array_equal(np.from_dlpack(response.outputs["OUTPUT0"]), np.arange(4))
+    # Dropped unread: the request goes, its response with it, and the server serves on.
+    for _ in range(100):
+        request_type.send_arrays(server._handle(), "identity_fp32", -1,
+                                 {"INPUT0": np.zeros(4, np.float32)})
+    assert next(model.infer(inputs={"INPUT0": np.ones(4, np.float32)})).final
