@@ -32,8 +32,15 @@ OutputRecord::OutputRecord(OutputRecord&& other) noexcept
 
 namespace {
 
+// `failed`: the response carries an error. An output whose buffer was never
+// allocated (its allocator failed: a model may still send the response, with
+// that error) has no data, and the core 2.51 hands back an uninitialized
+// buffer_userp with it (InferenceResponse::Output never sets
+// allocated_userp_ before a successful allocation). Only an output with data
+// can have a buffer of ours: both our allocators give a userp exactly when
+// they give memory.
 void ReadOutput(const CoreApi& api, TRITONSERVER_InferenceResponse* r, uint32_t index,
-                OutputRecord& o) {
+                OutputRecord& o, bool failed) {
   const char* name = nullptr;
   TRITONSERVER_DataType dtype;
   const int64_t* shape = nullptr;
@@ -48,7 +55,14 @@ void ReadOutput(const CoreApi& api, TRITONSERVER_InferenceResponse* r, uint32_t 
   o.shape.assign(shape, shape + dims);
   o.data_ptr = reinterpret_cast<uintptr_t>(base);
   o.memory_type = static_cast<int>(mtype);
-  if (userp != nullptr) {
+  if (base == nullptr) {
+    if (o.byte_size > 0 && !failed) {
+      throw Error(
+          TRITONSERVER_ERROR_INTERNAL,
+          "output '" + o.name + "' has " + std::to_string(o.byte_size) + " bytes but no buffer");
+    }
+    o.byte_size = 0;  // userp is not to be read
+  } else if (userp != nullptr) {
     o.buffer = static_cast<OutputBuffer*>(userp);  // one of our allocators'
     o.buffer->Ref();
   } else if (o.byte_size > 0) {
@@ -142,7 +156,9 @@ std::unique_ptr<ResponseRecord> ReadResponse(TRITONSERVER_InferenceResponse* r, 
   }
   Check(api.TRITONSERVER_InferenceResponseOutputCount(r, &count));
   record->outputs.resize(count);
-  for (uint32_t i = 0; i < count; ++i) ReadOutput(api, r, i, record->outputs[i]);
+  for (uint32_t i = 0; i < count; ++i) {
+    ReadOutput(api, r, i, record->outputs[i], record->error_code != 0);
+  }
   if (labels.any() && !record->error_code) {
     const std::vector<OutputRecord>& outputs = record->outputs;
     if (labels.first_output && !outputs.empty()) {
