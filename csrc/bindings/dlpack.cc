@@ -13,6 +13,7 @@
 
 #include "dlpack/dlpack.h"
 #include "pyinterop/errors.h"
+#include "pyinterop/fastcall.h"
 #include "pyinterop/ref.h"
 
 namespace py = pybind11;
@@ -100,8 +101,7 @@ PyObject* ToDlpackFast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }
 
 PyMethodDef to_dlpack_def = {
-    "to_dlpack", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&ToDlpackFast)),
-    METH_FASTCALL,
+    "to_dlpack", pyinterop::AsMethod(&ToDlpackFast), METH_FASTCALL,
     "to_dlpack(data_ptr, shape, code, bits, device_type, device_id, owner, /)\n--\n\n"
     "A 'dltensor' capsule over memory kept alive by `owner`."};
 

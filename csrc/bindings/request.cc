@@ -13,6 +13,7 @@
 #include "bindings/loop_notifier.h"
 #include "bindings/response_objects.h"
 #include "core_api.h"
+#include "pyinterop/fastcall.h"
 
 namespace py = pybind11;
 
@@ -322,11 +323,15 @@ class RequestOwner {
 // (send_arrays, pop_response, try_pop_response) take CPython's fast calling
 // convention; the others are pybind11 functions set on the type as methods.
 
+// clang-format would join PyObject_HEAD (a macro ending in a member) with the next line.
+// clang-format off
 struct RequestObject {
-  PyObject_HEAD PyObject* weakrefs;
+  PyObject_HEAD
+  PyObject* weakrefs;
   bool constructed;  // `owner` holds a RequestOwner
   alignas(RequestOwner) unsigned char owner[sizeof(RequestOwner)];
 };
+// clang-format on
 
 PyTypeObject* request_type = nullptr;
 
@@ -435,6 +440,21 @@ PyObject* SendArrays(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
 }
 
+// The response `take` pops from a request's queue as an InferenceResponse of
+// args[0] (the model) with args[1] as its id when the core gives none; None
+// when nothing was popped.
+template <typename Take>
+PyObject* PoppedResponse(Take take, PyObject* const* args) {
+  try {
+    std::unique_ptr<ResponseRecord> record = take();
+    if (!record) Py_RETURN_NONE;
+    return RecordToResponse(*record, args[0], args[1]).release().ptr();
+  } catch (...) {
+    pyinterop::SetPythonErrorFromCurrent();
+    return nullptr;
+  }
+}
+
 // pop_response(model, request_id, timeout=-1.0, /)
 PyObject* PopResponse(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs < 2 || nargs > 3) {
@@ -446,14 +466,7 @@ PyObject* PopResponse(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     timeout = PyFloat_AsDouble(args[2]);
     if (timeout == -1.0 && PyErr_Occurred()) return nullptr;
   }
-  try {
-    std::unique_ptr<ResponseRecord> record = OwnerOf(self).queue().Take(timeout);
-    if (!record) Py_RETURN_NONE;
-    return RecordToResponse(*record, args[0], args[1]).release().ptr();
-  } catch (...) {
-    pyinterop::SetPythonErrorFromCurrent();
-    return nullptr;
-  }
+  return PoppedResponse([&] { return OwnerOf(self).queue().Take(timeout); }, args);
 }
 
 // try_pop_response(model, request_id, /)
@@ -462,30 +475,18 @@ PyObject* TryPopResponse(PyObject* self, PyObject* const* args, Py_ssize_t nargs
     PyErr_Format(PyExc_TypeError, "try_pop_response() takes 2 arguments (%zd given)", nargs);
     return nullptr;
   }
-  try {
-    std::unique_ptr<ResponseRecord> record = OwnerOf(self).queue().TryTake();
-    if (!record) Py_RETURN_NONE;
-    return RecordToResponse(*record, args[0], args[1]).release().ptr();
-  } catch (...) {
-    pyinterop::SetPythonErrorFromCurrent();
-    return nullptr;
-  }
-}
-
-template <typename F>
-PyCFunction Fast(F f) {
-  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
+  return PoppedResponse([&] { return OwnerOf(self).queue().TryTake(); }, args);
 }
 
 PyMethodDef request_methods[] = {
-    {"send_arrays", Fast(&SendArrays), METH_FASTCALL | METH_STATIC,
+    {"send_arrays", pyinterop::AsMethod(&SendArrays), METH_FASTCALL | METH_STATIC,
      "send_arrays(server, model, version, inputs, /)\n--\n\n"
      "A request of these inputs, sent, when they are all C-contiguous numpy arrays of "
      "fixed-size types (add_arrays); else None, and nothing is sent."},
-    {"pop_response", Fast(&PopResponse), METH_FASTCALL,
+    {"pop_response", pyinterop::AsMethod(&PopResponse), METH_FASTCALL,
      "pop_response($self, model, request_id, timeout=-1.0, /)\n--\n\n"
      "Wait (without the GIL) for the next response, as try_pop_response; None on timeout."},
-    {"try_pop_response", Fast(&TryPopResponse), METH_FASTCALL,
+    {"try_pop_response", pyinterop::AsMethod(&TryPopResponse), METH_FASTCALL,
      "try_pop_response($self, model, request_id, /)\n--\n\n"
      "The next response as an InferenceResponse of `model`, or None when none has "
      "arrived; `request_id` is its id when the core gives none."},

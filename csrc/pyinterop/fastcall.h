@@ -1,0 +1,18 @@
+// CPython's fast calling convention (METH_FASTCALL) for functions the binding
+// defines outside pybind11, where a per-call cost of dispatch matters.
+#pragma once
+
+#include <Python.h>
+
+namespace pyinterop {
+
+using FastFunction = PyObject* (*)(PyObject*, PyObject* const*, Py_ssize_t);
+
+// A METH_FASTCALL function as the PyCFunction a PyMethodDef stores (CPython
+// calls it through the right type by the flag); the cast goes through a plain
+// function pointer so that compilers do not warn of a mismatched signature.
+inline PyCFunction AsMethod(FastFunction f) {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
+}
+
+}  // namespace pyinterop
