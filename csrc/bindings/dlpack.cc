@@ -69,10 +69,7 @@ py::capsule ToDlpack(uintptr_t data, std::vector<int64_t> shape, int code, int b
 // reads through DLPack, where pybind11's argument casting costs as much as
 // the export itself.
 PyObject* ToDlpackFast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 7) {
-    PyErr_SetString(PyExc_TypeError, "to_dlpack() takes 7 arguments");
-    return nullptr;
-  }
+  if (!pyinterop::ArgumentCount("to_dlpack", nargs, 7, 7)) return nullptr;
   const uintptr_t data = PyLong_AsSize_t(args[0]);
   if (data == static_cast<uintptr_t>(-1) && PyErr_Occurred()) return nullptr;
   const long code = PyLong_AsLong(args[2]);

@@ -15,6 +15,7 @@ void RegisterLoopNotifier(py::module_& m);
 void RegisterRequest(py::module_& m);
 void RegisterResponseObjects(py::module_& m);
 void RegisterResponseRecord(py::module_& m);
+void RegisterResponseStream(py::module_& m);
 void RegisterServer(py::module_& m);
 void RegisterServerOptions(py::module_& m);
 void RegisterTrace(py::module_& m);
@@ -32,5 +33,6 @@ PYBIND11_MODULE(triton_bindings, m) {
   tritonpy::RegisterResponseObjects(m);
   tritonpy::RegisterTrace(m);
   tritonpy::RegisterRequest(m);
+  tritonpy::RegisterResponseStream(m);
   tritonpy::RegisterDlpack(m);
 }

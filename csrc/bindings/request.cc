@@ -416,10 +416,7 @@ void RequestDealloc(PyObject* o) {
 
 // send_arrays(server, model, version, inputs, /)
 PyObject* SendArrays(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 4) {
-    PyErr_Format(PyExc_TypeError, "send_arrays() takes 4 arguments (%zd given)", nargs);
-    return nullptr;
-  }
+  if (!pyinterop::ArgumentCount("send_arrays", nargs, 4, 4)) return nullptr;
   if (!PyDict_Check(args[3])) {
     PyErr_Format(PyExc_TypeError, "inputs must be a dict, not %s", Py_TYPE(args[3])->tp_name);
     return nullptr;
@@ -441,14 +438,14 @@ PyObject* SendArrays(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }
 
 // The response `take` pops from a request's queue as an InferenceResponse of
-// args[0] (the model) with args[1] as its id when the core gives none; None
-// when nothing was popped.
+// `model` with `request_id` as its id when the core gives none; None when
+// nothing was popped.
 template <typename Take>
-PyObject* PoppedResponse(Take take, PyObject* const* args) {
+PyObject* PoppedResponse(Take take, PyObject* model, PyObject* request_id) {
   try {
     std::unique_ptr<ResponseRecord> record = take();
     if (!record) Py_RETURN_NONE;
-    return RecordToResponse(*record, args[0], args[1]).release().ptr();
+    return RecordToResponse(*record, model, request_id).release().ptr();
   } catch (...) {
     pyinterop::SetPythonErrorFromCurrent();
     return nullptr;
@@ -457,25 +454,19 @@ PyObject* PoppedResponse(Take take, PyObject* const* args) {
 
 // pop_response(model, request_id, timeout=-1.0, /)
 PyObject* PopResponse(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs < 2 || nargs > 3) {
-    PyErr_Format(PyExc_TypeError, "pop_response() takes 2 or 3 arguments (%zd given)", nargs);
-    return nullptr;
-  }
+  if (!pyinterop::ArgumentCount("pop_response", nargs, 2, 3)) return nullptr;
   double timeout = -1.0;
   if (nargs == 3) {
     timeout = PyFloat_AsDouble(args[2]);
     if (timeout == -1.0 && PyErr_Occurred()) return nullptr;
   }
-  return PoppedResponse([&] { return OwnerOf(self).queue().Take(timeout); }, args);
+  return PoppedResponse([&] { return OwnerOf(self).queue().Take(timeout); }, args[0], args[1]);
 }
 
 // try_pop_response(model, request_id, /)
 PyObject* TryPopResponse(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2) {
-    PyErr_Format(PyExc_TypeError, "try_pop_response() takes 2 arguments (%zd given)", nargs);
-    return nullptr;
-  }
-  return PoppedResponse([&] { return OwnerOf(self).queue().TryTake(); }, args);
+  if (!pyinterop::ArgumentCount("try_pop_response", nargs, 2, 2)) return nullptr;
+  return PoppedResponse([&] { return OwnerOf(self).queue().TryTake(); }, args[0], args[1]);
 }
 
 PyMethodDef request_methods[] = {
@@ -521,6 +512,15 @@ RequestOwner& Self(py::handle self) {
 }
 
 }  // namespace
+
+PyObject* WaitForResponse(PyObject* request, PyObject* model, PyObject* request_id) {
+  if (!PyObject_TypeCheck(request, request_type)) {
+    PyErr_Format(PyExc_TypeError, "expected an InferenceRequest, not %s",
+                 Py_TYPE(request)->tp_name);
+    return nullptr;
+  }
+  return PoppedResponse([&] { return OwnerOf(request).queue().Take(-1.0); }, model, request_id);
+}
 
 void RegisterRequest(py::module_& m) {
   PyObject* type = PyType_FromSpec(&request_spec);

@@ -131,6 +131,11 @@ class Request : public std::enable_shared_from_this<Request> {
   std::shared_ptr<TraceRecorder> trace_;              // sent with a trace: its records
 };
 
+// The next response of `request` (a binding InferenceRequest), waited for
+// without the GIL, as an InferenceResponse of `model` (pop_response with no
+// timeout): a new reference, or null with the Python error set.
+PyObject* WaitForResponse(PyObject* request, PyObject* model, PyObject* request_id);
+
 void RegisterRequest(pybind11::module_& m);
 
 }  // namespace tritonpy

@@ -15,4 +15,17 @@ inline PyCFunction AsMethod(FastFunction f) {
   return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
 }
 
+// Whether a fast call got `min` to `max` positional arguments; if not, a
+// TypeError is set (the function's `name` in it).
+inline bool ArgumentCount(const char* name, Py_ssize_t nargs, Py_ssize_t min, Py_ssize_t max) {
+  if (nargs >= min && nargs <= max) return true;
+  if (min == max) {
+    PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments (%zd given)", name, min, nargs);
+  } else {
+    PyErr_Format(PyExc_TypeError, "%s() takes %zd to %zd arguments (%zd given)", name, min, max,
+                 nargs);
+  }
+  return false;
+}
+
 }  // namespace pyinterop

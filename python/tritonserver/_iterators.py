@@ -17,7 +17,7 @@ import functools
 import queue
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional
 
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._errors import InvalidArgumentError, raise_taken
@@ -118,57 +118,7 @@ def _public_submission(request: Any, user_queue: Any) -> Submission:
     return c_request, user_queue if user_queue is not None else request_queue, request_id
 
 
-_R = TypeVar("_R", bound="_Responses")
-
-
-class _Responses:
-    """What both iterators share: turning records into responses in order,
-    marking the end, raising errors, cancelling."""
-
-    # Slots: an iterator is made per request, and set up on the hot path.
-    __slots__ = ("_model", "_request", "_request_id", "_forwarder", "_raise_on_error",
-                 "_complete", "__weakref__")
-    _model: "Model"
-    _request: Any  # the binding's InferenceRequest
-    _request_id: Optional[str]
-    _forwarder: Optional[_Forwarder]
-    _raise_on_error: bool
-    _complete: bool
-
-    def _setup(self, model: "Model", request: Any, request_id: Optional[str],
-               raise_on_error: bool, forwarder: Optional[_Forwarder]) -> None:
-        self._model = model
-        self._request = request
-        self._request_id = request_id
-        self._forwarder = forwarder
-        self._raise_on_error = raise_on_error
-        self._complete = False
-
-    @classmethod
-    def _sent(cls: type[_R], model: "Model", request: Any, raise_on_error: bool) -> _R:
-        """Model.infer's and async_infer's fastest way in: an iterator over
-        a request already sent (tritonserver._submit.send_inputs), with no
-        id and no queue."""
-        iterator = cls.__new__(cls)
-        iterator._setup(model, request, None, raise_on_error, None)
-        return iterator
-
-    def _deliver(self, response: InferenceResponse) -> InferenceResponse:
-        if response.final:
-            self._complete = True
-        if self._raise_on_error and response.error is not None:
-            raise_taken(response, "error")
-        return response
-
-    def cancel(self) -> None:
-        """Ask the core to cancel the request (best effort). An iterator
-        dropped before the end cancels its request (unless a response_queue
-        still receives its responses): the binding's request does it."""
-        if not self._complete:
-            self._request.cancel()
-
-
-class ResponseIterator(_Responses):
+class ResponseIterator(_bindings.SyncResponseStream):
     """Iterates the responses of one request, in the order they arrive.
 
     Model.infer returns one. Built directly, as the reference's signature
@@ -201,25 +151,20 @@ class ResponseIterator(_Responses):
         self._setup(model, request, request_id, raise_on_error, forwarder)
         request.send()  # the waker is in place first
 
-    def __iter__(self) -> "ResponseIterator":
-        return self
+    # __iter__ and __next__ are SyncResponseStream's: with no response_queue,
+    # __next__ waits for the next response without the GIL and the binding
+    # makes it; with one, it takes what the forwarder delivered (below).
 
-    def __next__(self) -> InferenceResponse:
-        if self._complete:
-            raise StopIteration
-        forwarder = self._forwarder
-        if forwarder is None:  # the hot path
-            # Waits without the GIL; the binding makes the response.
-            return self._deliver(self._request.pop_response(self._model, self._request_id))
+    def _next_forwarded(self) -> InferenceResponse:
+        forwarder: _Forwarder = self._forwarder
         with forwarder.ready:
             while not forwarder.pending:
                 forwarder.ready.wait(0.1)  # short waits: Ctrl-C stays possible
             forwarder.raise_error()  # the queue refused a response: the caller hears of it
-            response = forwarder.pending.popleft()
-        return self._deliver(response)
+            return forwarder.pending.popleft()
 
 
-class AsyncResponseIterator(_Responses):
+class AsyncResponseIterator(_bindings.ResponseStream):
     """Asyncio iterator over the responses of one request, in arrival order.
 
     Model.async_infer returns one; built directly (in a running loop, or
@@ -248,7 +193,7 @@ class AsyncResponseIterator(_Responses):
     @classmethod
     def _sent_on(cls, model: "Model", request: Any, raise_on_error: bool,
                  loop: asyncio.AbstractEventLoop) -> "AsyncResponseIterator":
-        """Model.async_infer's fastest way in (see _Responses._sent)."""
+        """Model.async_infer's fastest way in (see ResponseStream._sent)."""
         iterator = cls._sent(model, request, raise_on_error)
         iterator._on_loop(loop)
         return iterator
@@ -275,9 +220,14 @@ class AsyncResponseIterator(_Responses):
     def __aiter__(self) -> "AsyncResponseIterator":
         return self
 
-    async def __anext__(self) -> InferenceResponse:
+    def __anext__(self) -> Coroutine[Any, Any, InferenceResponse]:
+        # The end is raised here, with no coroutine made for it (async for,
+        # anext() and awaiting __anext__() see it where they did).
         if self._complete:
             raise StopAsyncIteration
+        return self._next()
+
+    async def _next(self) -> InferenceResponse:
         while True:
             if self._forwarder is None:  # the hot path
                 response: Optional[InferenceResponse] = self._request.try_pop_response(
@@ -338,11 +288,20 @@ class _LoopWaker:
     _by_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaker]" = \
         weakref.WeakKeyDictionary()
 
+    # The waker last asked for (weakly: it lives as long as its loop), which
+    # is nearly always the one asked for next: no WeakKeyDictionary lookup.
+    _last: "Optional[weakref.ref[_LoopWaker]]" = None
+
     @classmethod
     def of(cls, loop: asyncio.AbstractEventLoop) -> "_LoopWaker":
+        last = cls._last
+        waker = last() if last is not None else None
+        if waker is not None and waker._loop() is loop:
+            return waker
         waker = cls._by_loop.get(loop)
         if waker is None:
             waker = cls._by_loop[loop] = cls(loop)
+        cls._last = weakref.ref(waker)
         return waker
 
     def __init__(self, loop: asyncio.AbstractEventLoop):

@@ -1,0 +1,252 @@
+// ResponseStream and SyncResponseStream: the state of a response iterator
+// (tritonserver._iterators) as a plain CPython type, and the synchronous
+// iterator's __next__ in C.
+//
+// ResponseIterator and AsyncResponseIterator are Python classes built on
+// these. One is made per inference; in C, making it (`_sent`) and taking a
+// response from it (`__next__`, `_deliver`) run no Python frame, which was
+// most of what the API's Python layer cost a synchronous request
+// (benchmarks/README.md).
+#include <pybind11/pybind11.h>
+#include <structmember.h>
+
+#include <cstddef>
+
+#include "bindings/request.h"
+#include "pyinterop/fastcall.h"
+
+namespace py = pybind11;
+
+namespace tritonpy {
+namespace {
+
+// clang-format would join PyObject_HEAD (a macro ending in a member) with the next line.
+// clang-format off
+struct StreamObject {
+  PyObject_HEAD
+  PyObject* weakrefs;
+  PyObject* model;       // _model: the Model the responses are of
+  PyObject* request;     // _request: the binding's InferenceRequest, sent
+  PyObject* request_id;  // _request_id: the id responses get when the core gives none
+  PyObject* forwarder;   // _forwarder: None, or what moves responses into a user's queue
+  char raise_on_error;   // _raise_on_error
+  char complete;         // _complete: the final response was delivered
+};
+// clang-format on
+
+StreamObject* AsStream(PyObject* o) { return reinterpret_cast<StreamObject*>(o); }
+
+PyObject* final_name = nullptr;  // interned attribute names, kept for the process
+PyObject* error_name = nullptr;
+PyObject* next_forwarded_name = nullptr;
+PyObject* cancel_name = nullptr;
+
+// Sets the fields (borrowed arguments); fields already set are replaced.
+int Setup(PyObject* o, PyObject* model, PyObject* request, PyObject* request_id,
+          PyObject* raise_on_error, PyObject* forwarder) {
+  const int raise = PyObject_IsTrue(raise_on_error);
+  if (raise < 0) return -1;
+  StreamObject* self = AsStream(o);
+  Py_INCREF(model);
+  Py_XSETREF(self->model, model);
+  Py_INCREF(request);
+  Py_XSETREF(self->request, request);
+  Py_INCREF(request_id);
+  Py_XSETREF(self->request_id, request_id);
+  Py_INCREF(forwarder);
+  Py_XSETREF(self->forwarder, forwarder);
+  self->raise_on_error = static_cast<char>(raise);
+  self->complete = 0;
+  return 0;
+}
+
+// _setup(model, request, request_id, raise_on_error, forwarder, /)
+PyObject* SetupMethod(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (!pyinterop::ArgumentCount("_setup", nargs, 5, 5)) return nullptr;
+  if (Setup(self, args[0], args[1], args[2], args[3], args[4]) < 0) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// _sent(cls, model, request, raise_on_error, /): a classmethod.
+PyObject* Sent(PyObject* cls, PyObject* const* args, Py_ssize_t nargs) {
+  if (!pyinterop::ArgumentCount("_sent", nargs, 3, 3)) return nullptr;
+  auto* type = reinterpret_cast<PyTypeObject*>(cls);
+  PyObject* o = type->tp_alloc(type, 0);
+  if (o == nullptr) return nullptr;
+  if (Setup(o, args[0], args[1], Py_None, args[2], Py_None) < 0) {
+    Py_DECREF(o);
+    return nullptr;
+  }
+  return o;
+}
+
+// Takes `response` (a new reference; null: the error set): marks the end at
+// the final response and, when asked to, raises a response's error instead
+// of returning it, leaving the response without it (no reference cycle
+// through the traceback keeps the caller's objects alive).
+PyObject* Deliver(StreamObject* self, PyObject* response) {
+  if (response == nullptr) return nullptr;
+  PyObject* final = PyObject_GetAttr(response, final_name);
+  const int is_final = final == nullptr ? -1 : PyObject_IsTrue(final);
+  Py_XDECREF(final);
+  if (is_final < 0) {
+    Py_DECREF(response);
+    return nullptr;
+  }
+  if (is_final) self->complete = 1;
+  if (!self->raise_on_error) return response;
+  PyObject* error = PyObject_GetAttr(response, error_name);
+  if (error == nullptr || error == Py_None) {
+    Py_XDECREF(error);
+    if (error == nullptr) Py_CLEAR(response);
+    return response;
+  }
+  const int cleared = PyObject_SetAttr(response, error_name, Py_None);
+  Py_DECREF(response);
+  if (cleared == 0) PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error)), error);
+  Py_DECREF(error);
+  return nullptr;
+}
+
+// _deliver(response, /)
+PyObject* DeliverMethod(PyObject* self, PyObject* response) {
+  Py_INCREF(response);
+  return Deliver(AsStream(self), response);
+}
+
+// cancel()
+PyObject* Cancel(PyObject* o, PyObject*) {
+  StreamObject* self = AsStream(o);
+  if (self->complete || self->request == nullptr) Py_RETURN_NONE;
+  return PyObject_CallMethodObjArgs(self->request, cancel_name, nullptr);
+}
+
+// SyncResponseStream.__next__: the next response, waited for without the
+// GIL; the end after the final one.
+PyObject* Next(PyObject* o) {
+  StreamObject* self = AsStream(o);
+  if (self->complete) return nullptr;  // StopIteration
+  if (self->request == nullptr || self->model == nullptr || self->request_id == nullptr ||
+      self->forwarder == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "the response iterator was not set up");
+    return nullptr;
+  }
+  if (self->forwarder != Py_None) {  // a response_queue: the iterator reads what it forwards
+    return Deliver(self, PyObject_CallMethodObjArgs(o, next_forwarded_name, nullptr));
+  }
+  return Deliver(self, WaitForResponse(self->request, self->model, self->request_id));
+}
+
+PyObject* Iter(PyObject* o) {
+  Py_INCREF(o);
+  return o;
+}
+
+int Traverse(PyObject* o, visitproc visit, void* arg) {
+  StreamObject* self = AsStream(o);
+  Py_VISIT(Py_TYPE(o));  // a heap type
+  Py_VISIT(self->model);
+  Py_VISIT(self->request);
+  Py_VISIT(self->request_id);
+  Py_VISIT(self->forwarder);
+  return 0;
+}
+
+int Clear(PyObject* o) {
+  StreamObject* self = AsStream(o);
+  Py_CLEAR(self->model);
+  Py_CLEAR(self->request);
+  Py_CLEAR(self->request_id);
+  Py_CLEAR(self->forwarder);
+  return 0;
+}
+
+void Dealloc(PyObject* o) {
+  PyTypeObject* type = Py_TYPE(o);
+  PyObject_GC_UnTrack(o);
+  if (AsStream(o)->weakrefs != nullptr) PyObject_ClearWeakRefs(o);
+  Clear(o);  // dropping the request cancels it when it has not ended
+  type->tp_free(o);
+  Py_DECREF(type);  // a heap type: each instance holds a reference
+}
+
+PyMethodDef stream_methods[] = {
+    {"_sent", pyinterop::AsMethod(&Sent), METH_FASTCALL | METH_CLASS,
+     "_sent($cls, model, request, raise_on_error, /)\n--\n\n"
+     "An iterator over the responses of `request`, already sent, with no id and no "
+     "response queue."},
+    {"_setup", pyinterop::AsMethod(&SetupMethod), METH_FASTCALL,
+     "_setup($self, model, request, request_id, raise_on_error, forwarder, /)\n--\n\n"
+     "Set what the iterator reads: `request`'s responses, as of `model`."},
+    {"_deliver", &DeliverMethod, METH_O,
+     "_deliver($self, response, /)\n--\n\n"
+     "`response`, noting the end at the final one; its error raised instead when the "
+     "iterator raises on errors."},
+    {"cancel", &Cancel, METH_NOARGS,
+     "cancel($self, /)\n--\n\n"
+     "Ask the core to cancel the request (best effort: it may still run, or have run). "
+     "An iterator dropped before its final response cancels its request, unless a "
+     "response_queue still receives its responses."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyMemberDef stream_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(StreamObject, weakrefs), READONLY, nullptr},
+    {"_model", T_OBJECT_EX, offsetof(StreamObject, model), READONLY, nullptr},
+    {"_request", T_OBJECT_EX, offsetof(StreamObject, request), READONLY, nullptr},
+    {"_request_id", T_OBJECT_EX, offsetof(StreamObject, request_id), READONLY, nullptr},
+    {"_forwarder", T_OBJECT_EX, offsetof(StreamObject, forwarder), READONLY, nullptr},
+    {"_raise_on_error", T_BOOL, offsetof(StreamObject, raise_on_error), READONLY, nullptr},
+    {"_complete", T_BOOL, offsetof(StreamObject, complete), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr}};
+
+PyType_Slot stream_slots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(&Dealloc)},
+    {Py_tp_traverse, reinterpret_cast<void*>(&Traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(&Clear)},
+    {Py_tp_methods, stream_methods},
+    {Py_tp_members, stream_members},
+    {Py_tp_doc, const_cast<char*>("What a response iterator reads: the base of "
+                                  "tritonserver's ResponseIterator and AsyncResponseIterator.")},
+    {0, nullptr}};
+
+PyType_Spec stream_spec = {"tritonserver._c.triton_bindings.ResponseStream", sizeof(StreamObject),
+                           0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+                           stream_slots};
+
+PyType_Slot sync_stream_slots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(&Dealloc)},
+    {Py_tp_traverse, reinterpret_cast<void*>(&Traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(&Clear)},
+    {Py_tp_iter, reinterpret_cast<void*>(&Iter)},
+    {Py_tp_iternext, reinterpret_cast<void*>(&Next)},
+    {Py_tp_doc, const_cast<char*>("A ResponseStream iterated synchronously: the base of "
+                                  "tritonserver's ResponseIterator.")},
+    {0, nullptr}};
+
+PyType_Spec sync_stream_spec = {
+    "tritonserver._c.triton_bindings.SyncResponseStream", sizeof(StreamObject), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, sync_stream_slots};
+
+PyObject* Intern(const char* name) {
+  PyObject* s = PyUnicode_InternFromString(name);
+  if (s == nullptr) throw py::error_already_set();
+  return s;
+}
+
+}  // namespace
+
+void RegisterResponseStream(py::module_& m) {
+  final_name = Intern("final");
+  error_name = Intern("error");
+  next_forwarded_name = Intern("_next_forwarded");
+  cancel_name = Intern("cancel");
+  py::object base = py::reinterpret_steal<py::object>(PyType_FromSpec(&stream_spec));
+  if (!base) throw py::error_already_set();
+  py::object sync =
+      py::reinterpret_steal<py::object>(PyType_FromSpecWithBases(&sync_stream_spec, base.ptr()));
+  if (!sync) throw py::error_already_set();
+  m.add_object("ResponseStream", base);
+  m.add_object("SyncResponseStream", sync);
+}
+
+}  // namespace tritonpy
