@@ -1,6 +1,10 @@
 #include "bindings/response_objects.h"
 
+#include <structmember.h>
+
+#include <initializer_list>
 #include <utility>
+#include <vector>
 
 #include "bindings/errors.h"
 
@@ -9,18 +13,86 @@ namespace py = pybind11;
 namespace tritonpy {
 namespace {
 
+// A slotted dataclass (tritonserver._slots.slotted): where each of its
+// fields, in the order given, lives in an instance.
+struct SlotClass {
+  PyTypeObject* type = nullptr;  // kept alive by `cls`
+  py::object cls;
+  std::vector<Py_ssize_t> offsets;
+};
+
+SlotClass Slotted(py::object cls, std::initializer_list<const char*> fields) {
+  if (!PyType_Check(cls.ptr())) throw py::type_error("expected a class");
+  SlotClass c;
+  c.type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  c.cls = std::move(cls);
+  for (const char* name : fields) {
+    py::object slot = py::getattr(c.cls, name, py::none());
+    PyMemberDef* member = nullptr;
+    if (Py_TYPE(slot.ptr()) == &PyMemberDescr_Type && PyDescr_TYPE(slot.ptr()) == c.type) {
+      member = reinterpret_cast<PyMemberDescrObject*>(slot.ptr())->d_member;
+    }
+    if (member == nullptr || member->type != T_OBJECT_EX || (member->flags & READONLY) != 0 ||
+        c.type->tp_itemsize != 0) {
+      throw py::type_error(std::string(c.type->tp_name) + "." + name +
+                           " must be a writable slot of the class (tritonserver._slots)");
+    }
+    c.offsets.push_back(member->offset);
+  }
+  return c;
+}
+
+// A new instance of `c` with `values` (new references, in field order; a
+// null one: its Python error is set) in its slots, as its dataclass's
+// __init__ would set them, without running it. Takes every value.
+py::object Make(const SlotClass& c, std::initializer_list<PyObject*> values) {
+  bool complete = values.size() == c.offsets.size();
+  for (PyObject* v : values) complete = complete && v != nullptr;
+  PyObject* o = complete ? c.type->tp_alloc(c.type, 0) : nullptr;
+  if (o == nullptr) {
+    for (PyObject* v : values) Py_XDECREF(v);
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "a response object's fields");
+    throw py::error_already_set();
+  }
+  auto offset = c.offsets.begin();
+  for (PyObject* v : values) {
+    *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + *offset++) = v;  // empty: new
+  }
+  return py::reinterpret_steal<py::object>(o);
+}
+
+// Enum members by value ({int: member} as registered), for the small
+// values DataType and MemoryType have.
+class Members {
+ public:
+  explicit Members(const py::dict& by_value) {
+    for (auto item : by_value) {
+      const long value = PyLong_AsLong(item.first.ptr());
+      if (value < 0 || value >= kMax) throw py::value_error("enum values must be in [0, 256)");
+      if (static_cast<size_t>(value) >= members_.size()) members_.resize(value + 1);
+      members_[value] = py::reinterpret_borrow<py::object>(item.second);
+    }
+  }
+  // A new reference, or null with ValueError set.
+  PyObject* Get(int value) const {
+    if (value >= 0 && static_cast<size_t>(value) < members_.size() && members_[value]) {
+      return members_[value].inc_ref().ptr();
+    }
+    PyErr_Format(PyExc_ValueError, "unknown enum value %d", value);
+    return nullptr;
+  }
+
+ private:
+  static constexpr long kMax = 256;
+  std::vector<py::object> members_;
+};
+
 // What tritonserver._response registered; kept for the process (the
 // classes outlive every response).
 struct Classes {
-  py::object response, tensor, buffer;  // the three classes
-  py::dict data_types, memory_types;    // {int: DataType}, {int: MemoryType}
-  py::object fallback;                  // (model, Response record, request_id) -> InferenceResponse
-  py::tuple no_args;
-  // Attribute names, interned, in each class's field order (instances made
-  // alike share their attribute keys, as the dataclasses' own __init__ makes them).
-  py::object model, request_id, parameters, outputs, error, classification_label, final;
-  py::object data_type, shape, memory_buffer;
-  py::object data_ptr, memory_type, memory_type_id, size, owner;
+  SlotClass response, tensor, buffer;
+  Members data_types, memory_types;
+  py::object fallback;  // (model, Response record, request_id) -> InferenceResponse
 };
 
 Classes* classes = nullptr;
@@ -30,73 +102,35 @@ PyObject* NewRef(PyObject* o) {  // Py_NewRef, which Python 3.9 lacks
   return o;
 }
 
-py::object Interned(const char* name) {
-  return py::reinterpret_steal<py::object>(PyUnicode_InternFromString(name));
-}
-
-// An instance of `cls` as object.__new__ makes it (no __init__ run), with
-// the attributes Set gives it, in the order its dataclass's __init__ sets
-// them: on Python 3.11 and later such instances share one key table and
-// keep their values inline, as the dataclass's own instances do, instead
-// of one dict object each.
-class Instance {
- public:
-  explicit Instance(const py::object& cls) {
-    PyObject* o = PyBaseObject_Type.tp_new(reinterpret_cast<PyTypeObject*>(cls.ptr()),
-                                           classes->no_args.ptr(), nullptr);
-    if (o == nullptr) throw py::error_already_set();
-    object_ = py::reinterpret_steal<py::object>(o);
-  }
-  // Takes `value`, a new reference (null: the error set).
-  Instance& Set(const py::object& name, PyObject* value) {
-    if (value == nullptr) throw py::error_already_set();
-    const int failed = PyObject_SetAttr(object_.ptr(), name.ptr(), value);
-    Py_DECREF(value);
-    if (failed != 0) throw py::error_already_set();
-    return *this;
-  }
-  py::object Make() { return std::move(object_); }
-
- private:
-  py::object object_;
-};
-
-PyObject* Member(const py::dict& members, int value) {
-  py::int_ key(value);
-  PyObject* member = PyDict_GetItemWithError(members.ptr(), key.ptr());
-  if (member == nullptr) {
-    if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "unknown enum value %d", value);
-    throw py::error_already_set();
-  }
-  return NewRef(member);
-}
-
 PyObject* Str(const std::string& s) {
   return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+}
+
+PyObject* Shape(const std::vector<int64_t>& dims) {
+  PyObject* shape = PyTuple_New(static_cast<Py_ssize_t>(dims.size()));
+  if (shape == nullptr) return nullptr;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    PyObject* dim = PyLong_FromLongLong(dims[i]);
+    if (dim == nullptr) {
+      Py_DECREF(shape);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(shape, static_cast<Py_ssize_t>(i), dim);
+  }
+  return shape;
 }
 
 py::object OutputTensor(OutputRecord& o) {
   const Classes& c = *classes;
   py::object memory = py::none();
   if (o.buffer != nullptr) memory = OutputMemory(o);
-  py::object buffer = Instance(c.buffer)
-                          .Set(c.data_ptr, PyLong_FromSize_t(o.data_ptr))
-                          .Set(c.memory_type, Member(c.memory_types, o.memory_type))
-                          .Set(c.memory_type_id, PyLong_FromLongLong(o.memory_type_id))
-                          .Set(c.size, PyLong_FromSize_t(o.byte_size))
-                          .Set(c.owner, memory.release().ptr())
-                          .Make();
-  py::tuple shape(o.shape.size());
-  for (size_t i = 0; i < o.shape.size(); ++i) {
-    PyObject* dim = PyLong_FromLongLong(o.shape[i]);
-    if (dim == nullptr) throw py::error_already_set();
-    PyTuple_SET_ITEM(shape.ptr(), static_cast<Py_ssize_t>(i), dim);
-  }
-  return Instance(c.tensor)
-      .Set(c.data_type, Member(c.data_types, o.datatype))
-      .Set(c.shape, shape.release().ptr())
-      .Set(c.memory_buffer, buffer.release().ptr())
-      .Make();
+  // MemoryBuffer(data_ptr, memory_type, memory_type_id, size, owner)
+  py::object buffer =
+      Make(c.buffer, {PyLong_FromSize_t(o.data_ptr), c.memory_types.Get(o.memory_type),
+                      PyLong_FromLongLong(o.memory_type_id), PyLong_FromSize_t(o.byte_size),
+                      memory.release().ptr()});
+  // Tensor(data_type, shape, memory_buffer)
+  return Make(c.tensor, {c.data_types.Get(o.datatype), Shape(o.shape), buffer.release().ptr()});
 }
 
 }  // namespace
@@ -118,16 +152,14 @@ py::object RecordToResponse(ResponseRecord& record, py::handle model, py::handle
       throw py::error_already_set();
     }
   }
-  return Instance(c.response)
-      .Set(c.model, NewRef(model.ptr()))
-      .Set(c.request_id,
-           record.request_id.empty() ? NewRef(request_id.ptr()) : Str(record.request_id))
-      .Set(c.parameters, pyinterop::ParametersToPython(record.parameters).release().ptr())
-      .Set(c.outputs, outputs.release().ptr())
-      .Set(c.error, NewRef(Py_None))
-      .Set(c.classification_label, NewRef(Py_None))
-      .Set(c.final, PyBool_FromLong(record.final()))
-      .Make();
+  py::object parameters = pyinterop::ParametersToPython(record.parameters);
+  // InferenceResponse(model, request_id, parameters, outputs, error,
+  // classification_label, final)
+  return Make(c.response,
+              {NewRef(model.ptr()),
+               record.request_id.empty() ? NewRef(request_id.ptr()) : Str(record.request_id),
+               parameters.release().ptr(), outputs.release().ptr(), NewRef(Py_None),
+               NewRef(Py_None), PyBool_FromLong(record.final())});
 }
 
 void RegisterResponseObjects(py::module_& m) {
@@ -135,27 +167,15 @@ void RegisterResponseObjects(py::module_& m) {
       "set_response_classes",
       [](py::object response, py::object tensor, py::object buffer, py::dict data_types,
          py::dict memory_types, py::object fallback) {
-        for (const py::object* cls : {&response, &tensor, &buffer}) {
-          if (!PyType_Check(cls->ptr())) throw py::type_error("expected a class");
-        }
-        auto* c = new Classes{std::move(response),   std::move(tensor),       std::move(buffer),
-                              std::move(data_types), std::move(memory_types), std::move(fallback),
-                              py::tuple(0)};
-        c->model = Interned("model");
-        c->request_id = Interned("request_id");
-        c->parameters = Interned("parameters");
-        c->outputs = Interned("outputs");
-        c->error = Interned("error");
-        c->classification_label = Interned("classification_label");
-        c->final = Interned("final");
-        c->data_type = Interned("data_type");
-        c->shape = Interned("shape");
-        c->memory_buffer = Interned("memory_buffer");
-        c->data_ptr = Interned("data_ptr");
-        c->memory_type = Interned("memory_type");
-        c->memory_type_id = Interned("memory_type_id");
-        c->size = Interned("size");
-        c->owner = Interned("owner");
+        auto* c = new Classes{
+            Slotted(std::move(response), {"model", "request_id", "parameters", "outputs", "error",
+                                          "classification_label", "final"}),
+            Slotted(std::move(tensor), {"data_type", "shape", "memory_buffer"}),
+            Slotted(std::move(buffer),
+                    {"data_ptr", "memory_type", "memory_type_id", "size", "owner"}),
+            Members(data_types),
+            Members(memory_types),
+            std::move(fallback)};
         // Replaced by a later call (a reloaded module); the old set is
         // kept: responses being built may still read it.
         classes = c;

@@ -6,7 +6,8 @@
 // builds the responses this file leaves to it. A record that is outputs
 // alone (no error, no class labels: nearly every response) becomes an
 // InferenceResponse here, with one Tensor per output over a MemoryBuffer
-// whose owner is the output's memory capsule; the Python function gets the
+// whose owner is the output's memory capsule, each field written straight
+// into the slot its class keeps it in (tritonserver._slots); the Python function gets the
 // others as the struct sequence (RecordToPython), so each field is
 // computed in one place for each kind of record.
 #pragma once

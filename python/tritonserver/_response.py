@@ -11,6 +11,7 @@ import numpy as np
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._enums import DATA_TYPES, MEMORY_TYPES, DataType, MemoryType
 from tritonserver._errors import TritonError, error_from_code
+from tritonserver._slots import slotted
 from tritonserver._tensor import MemoryBuffer, Tensor
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 _HOST = (MemoryType.CPU, MemoryType.CPU_PINNED)
 
 
+@slotted
 @dataclass
 class InferenceResponse:
     """One response of a request: outputs, or the error that replaced them.

@@ -23,6 +23,7 @@ from tritonserver._c import triton_bindings as _bindings
 from tritonserver._enum_names import named
 from tritonserver._enums import DataType, MemoryType
 from tritonserver._errors import InvalidArgumentError, UnsupportedError
+from tritonserver._slots import slotted
 
 _DLPACK_DEVICE_BY_MEMORY_TYPE = {
     MemoryType.CPU: dt.DL_CPU,
@@ -55,6 +56,7 @@ def host_buffer(array: np.ndarray[Any, Any]) -> "MemoryBuffer":
     return MemoryBuffer(address, MemoryType.CPU, 0, int(array.nbytes), array)
 
 
+@slotted
 @dataclass
 class MemoryBuffer:
     """A span of memory and the object that keeps it alive.
@@ -81,6 +83,7 @@ class MemoryBuffer:
         return host_view(self.data_ptr, self.size)
 
 
+@slotted
 @dataclass
 class Tensor:
     """A typed, shaped tensor over a MemoryBuffer, readable through DLPack."""

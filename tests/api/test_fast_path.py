@@ -25,15 +25,22 @@ def field_names(cls) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 
 
+def fields_are_set(obj) -> bool:
+    """Every field of `obj` (a slotted dataclass) holds a value, and nothing
+    else was set on it."""
+    for name in field_names(type(obj)):
+        getattr(obj, name)  # AttributeError if the binding left it empty
+    return vars(obj) == {}
+
+
 def test_a_response_is_made_of_the_public_classes_with_their_fields_in_order(server):
     x = np.arange(16, dtype=np.float32)
     response = next(server.model("identity_fp32").infer(inputs={"INPUT0": x}))
     assert type(response) is InferenceResponse and response.final and response.error is None
-    assert list(vars(response)) == field_names(InferenceResponse)
+    assert fields_are_set(response)
     tensor = response.outputs["OUTPUT0"]
-    assert type(tensor) is Tensor and list(vars(tensor)) == field_names(Tensor)
-    assert type(tensor.memory_buffer) is MemoryBuffer
-    assert list(vars(tensor.memory_buffer)) == field_names(MemoryBuffer)
+    assert type(tensor) is Tensor and fields_are_set(tensor)
+    assert type(tensor.memory_buffer) is MemoryBuffer and fields_are_set(tensor.memory_buffer)
     assert tensor.data_type is tritonserver.DataType.FP32
     assert tensor.memory_type is tritonserver.MemoryType.CPU
     assert tensor.shape == (16,) and tensor.size == 64 and tensor.memory_type_id == 0
@@ -50,7 +57,7 @@ def test_the_fast_path_and_the_general_path_give_equal_responses(server):
     x = np.arange(16, dtype=np.float32)
     fast = next(model.infer(inputs={"INPUT0": x}))
     general = next(model.infer(model.create_request(inputs={"INPUT0": x})))
-    assert vars(fast).keys() == vars(general).keys()
+    assert fields_are_set(fast) and fields_are_set(general)
     assert fast.outputs.keys() == general.outputs.keys()
     a, b = fast.outputs["OUTPUT0"], general.outputs["OUTPUT0"]
     assert (a.data_type, tuple(a.shape), a.size) == (b.data_type, tuple(b.shape), b.size)
@@ -114,7 +121,7 @@ def test_async_infer_takes_the_fast_path_and_needs_a_running_loop(server):
 
     outs = asyncio.run(run())
     assert len(outs) == 1 and outs[0].final
-    assert list(vars(outs[0])) == field_names(InferenceResponse)
+    assert fields_are_set(outs[0])
     np.testing.assert_array_equal(np.from_dlpack(outs[0].outputs["OUTPUT0"]), x)
     assert inference_count(model) == before + 1
 
@@ -233,3 +240,83 @@ def test_the_binding_request_is_released_when_dropped_and_cancels_when_unfinishe
         request_type.send_arrays(server._handle(), "identity_fp32", -1,
                                  {"INPUT0": np.zeros(4, np.float32)})
     assert next(model.infer(inputs={"INPUT0": np.ones(4, np.float32)})).final
+
+
+def test_response_objects_keep_fields_in_slots_and_still_take_other_attributes(server):
+    response = next(server.model("identity_fp32").infer(inputs={"INPUT0": np.zeros(4, np.float32)}))
+    tensor = response.outputs["OUTPUT0"]
+    for obj in (response, tensor, tensor.memory_buffer):
+        assert {f.name for f in dataclasses.fields(obj)} <= set(type(obj).__slots__)
+        obj.note = "mine"  # as on any dataclass's instances
+        assert vars(obj) == {"note": "mine"}
+        assert weakref.ref(obj)() is obj
+    # Made by the user, the classes behave as the same dataclasses.
+    made = Tensor(tritonserver.DataType.FP32, (4,), tensor.memory_buffer)
+    assert made == dataclasses.replace(tensor, shape=(4,))
+
+
+def test_the_binding_refuses_response_classes_without_slots(server):
+    @dataclasses.dataclass
+    class Plain:
+        model: object
+        request_id: object = None
+        parameters: object = None
+        outputs: object = None
+        error: object = None
+        classification_label: object = None
+        final: bool = False
+
+    with pytest.raises(TypeError, match="must be a writable slot"):
+        triton_bindings.set_response_classes(Plain, Tensor, MemoryBuffer, {}, {},
+                                             InferenceResponse._from_record)
+    # The registered classes stay as they were.
+    response = next(server.model("identity_fp32").infer(inputs={"INPUT0": np.zeros(4, np.float32)}))
+    assert type(response) is InferenceResponse
+
+
+def test_the_iterators_c_state_checks_its_use(server):
+    model = server.model("identity_fp32")
+    empty = tritonserver.ResponseIterator.__new__(tritonserver.ResponseIterator)
+    with pytest.raises(RuntimeError, match="not set up"):
+        next(empty)
+    empty.cancel()  # nothing to cancel: no error
+    with pytest.raises(AttributeError):
+        empty._request
+    with pytest.raises(TypeError):
+        tritonserver.ResponseIterator._sent(model, None)
+    with pytest.raises(TypeError):
+        empty._setup(model, None, None, True)
+    with pytest.raises(AttributeError):
+        empty._complete = True  # read-only from Python
+    wrong = tritonserver.ResponseIterator._sent(model, object(), True)
+    with pytest.raises(TypeError, match="expected an InferenceRequest"):
+        next(wrong)
+    assert not hasattr(tritonserver.AsyncResponseIterator, "__next__")
+
+
+def test_an_iterator_in_a_reference_cycle_is_collected(server):
+    import queue
+
+    model = server.model("identity_fp32")
+    user_queue: queue.SimpleQueue = queue.SimpleQueue()
+    iterator = model.infer(inputs={"INPUT0": np.zeros(4, np.float32)}, response_queue=user_queue)
+    assert next(iterator).final and user_queue.get(timeout=10).final
+    user_queue.put(iterator)  # iterator -> its forwarder -> the queue -> iterator
+    dead = weakref.ref(iterator)
+    del iterator, user_queue
+    gc.collect()
+    assert dead() is None
+
+
+def test_raise_on_error_raises_the_responses_error_and_takes_it_from_the_response(server):
+    # The iterator's delivery (in C), given a response carrying an error.
+    model = server.model("identity_fp32")
+    response = next(model.infer(inputs={"INPUT0": np.zeros(4, np.float32)}))
+    response.error = tritonserver.InternalError("from the model")
+    iterator = tritonserver.ResponseIterator._sent(model, object(), True)
+    with pytest.raises(tritonserver.InternalError, match="from the model"):
+        iterator._deliver(response)
+    assert response.error is None and iterator._complete  # final: the end is noted
+    lenient = tritonserver.ResponseIterator._sent(model, object(), False)
+    response.error = tritonserver.InternalError("again")
+    assert lenient._deliver(response) is response and response.error is not None
