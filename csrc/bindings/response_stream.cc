@@ -134,7 +134,12 @@ PyObject* Next(PyObject* o) {
   if (self->forwarder != Py_None) {  // a response_queue: the iterator reads what it forwards
     return Deliver(self, PyObject_CallMethodObjArgs(o, next_forwarded_name, nullptr));
   }
-  return Deliver(self, WaitForResponse(self->request, self->model, self->request_id));
+  // Held for the wait, which releases the GIL: another thread calling
+  // _setup meanwhile cannot free what it waits on.
+  py::object request = py::reinterpret_borrow<py::object>(self->request);
+  py::object model = py::reinterpret_borrow<py::object>(self->model);
+  py::object request_id = py::reinterpret_borrow<py::object>(self->request_id);
+  return Deliver(self, WaitForResponse(request.ptr(), model.ptr(), request_id.ptr()));
 }
 
 PyObject* Iter(PyObject* o) {
