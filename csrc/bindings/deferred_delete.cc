@@ -81,11 +81,6 @@ class Deleter {
   }
 
   void Loop() {
-    // A Python thread state for this thread's life, made once: a server
-    // deleted here finalizes backends that may take the GIL, and a thread
-    // state made and freed per use races tracemalloc in CPython 3.11 (a
-    // crash seen in the leak tests).
-    if (pyinterop::PythonAlive()) pyinterop::ThreadGil prime;
     std::vector<Released> batch;
     int quiet = 0;
     std::unique_lock<std::mutex> lock(mutex_);

@@ -17,12 +17,41 @@ inline bool PythonAlive() noexcept {
 #endif
 }
 
+// Gives the calling thread a Python thread state of its own if it has none
+// (a thread Python did not start), kept until the thread exits. Without it,
+// every PyGILState_Ensure on such a thread would make a thread state and the
+// matching release would free it: an allocation per call, and on CPython
+// before 3.12.9 and 3.13.2 a crash when that allocation meets
+// tracemalloc.stop() on another thread (CPython issue gh-128679). Kept, a
+// thread allocates once, at its first use of the GIL. Needs Python alive.
+inline void KeepThreadState() noexcept {
+  if (PyGILState_GetThisThreadState() != nullptr) return;  // Python's thread, or kept already
+  struct Kept {
+    PyThreadState* state;
+    Kept() noexcept {
+      PyGILState_Ensure();          // makes the thread state (and takes the GIL)
+      state = PyEval_SaveThread();  // the GIL goes; the thread state stays
+    }
+    ~Kept() {                      // at the thread's exit
+      if (!PythonAlive()) return;  // finalization frees every thread state itself
+      PyEval_RestoreThread(state);
+      PyThreadState_Clear(state);
+      PyThreadState_DeleteCurrent();
+    }
+  };
+  thread_local Kept kept;
+  (void)kept;
+}
+
 // Holds the GIL for its scope, from any thread, if Python is alive; held()
-// says whether it did.
+// says whether it did. A thread Python did not start keeps the thread state
+// it gets (KeepThreadState).
 class AcquireGil {
  public:
   AcquireGil() noexcept : held_(PythonAlive()) {
-    if (held_) state_ = PyGILState_Ensure();
+    if (!held_) return;
+    KeepThreadState();
+    state_ = PyGILState_Ensure();
   }
   ~AcquireGil() {
     if (held_) PyGILState_Release(state_);
@@ -51,29 +80,6 @@ class ReleaseGil {
 
  private:
   PyThreadState* save_ = nullptr;
-};
-
-// The GIL for a foreign thread that calls into Python again and again (a
-// model instance's thread): its thread state is made on the first use and
-// kept for the thread's life, instead of made and freed per call, which also
-// keeps its threading.local data. The caller checks PythonAlive() first.
-class ThreadGil {
- public:
-  ThreadGil() {
-    thread_local bool primed = false;
-    if (!primed) {
-      PyGILState_Ensure();  // never released: keeps the thread state
-      PyEval_SaveThread();
-      primed = true;
-    }
-    state_ = PyGILState_Ensure();
-  }
-  ~ThreadGil() { PyGILState_Release(state_); }
-  ThreadGil(const ThreadGil&) = delete;
-  ThreadGil& operator=(const ThreadGil&) = delete;
-
- private:
-  PyGILState_STATE state_;
 };
 
 }  // namespace pyinterop

@@ -73,13 +73,21 @@ void LoadRuntime() {
                         dispatch.attr("finalize_instance"), dispatch.attr("execute")};
 }
 
-void RequirePython() {
-  if (!pyinterop::PythonAlive()) {
-    throw tb::Error::Unavailable(
-        "the inprocess backend runs Python models inside the Python process "
-        "of the tritonserver package, and that interpreter is not running");
+// The GIL for a call into Python; Unavailable when the interpreter is not
+// running (finalizing, or never started in this process).
+class PythonGil {
+ public:
+  PythonGil() {
+    if (!gil_.held()) {
+      throw tb::Error::Unavailable(
+          "the inprocess backend runs Python models inside the Python process "
+          "of the tritonserver package, and that interpreter is not running");
+    }
   }
-}
+
+ private:
+  pyinterop::AcquireGil gil_;
+};
 
 // Calls into Python; a Python exception becomes an Error with the code and
 // message tritonserver._errors gives it.
@@ -103,9 +111,8 @@ struct InstanceState {
 class InProcess : public tb::Backend {
  public:
   void Initialize() override {
-    RequirePython();
     PinLibrary();
-    py::gil_scoped_acquire gil;
+    PythonGil gil;
     CallPython([] {
       LoadRuntime();
       return py::none();
@@ -113,8 +120,7 @@ class InProcess : public tb::Backend {
   }
 
   void ModelInitialize(tb::Model& model) override {
-    RequirePython();
-    py::gil_scoped_acquire gil;
+    PythonGil gil;
     if (model.AutoCompleteAllowed()) {  // the model's runtime may complete its configuration
       py::object completed = CallPython([&] {
         return runtime->complete_config(model.name(), model.version(), model.config_text(),
@@ -130,14 +136,14 @@ class InProcess : public tb::Backend {
   }
 
   void ModelFinalize(tb::Model& model) override {
-    if (!pyinterop::PythonAlive() || !model.has_state()) return;
-    py::gil_scoped_acquire gil;
+    if (!model.has_state()) return;
+    pyinterop::AcquireGil gil;
+    if (!gil.held()) return;
     CallPython([&] { return runtime->finalize_model(model.State<ModelState>().loaded.handle()); });
   }
 
   void InstanceInitialize(tb::Instance& instance) override {
-    RequirePython();
-    py::gil_scoped_acquire gil;
+    PythonGil gil;
     py::object made = CallPython([&] {
       return runtime->initialize_instance(
           instance.model().State<ModelState>().loaded.handle(), instance.name(),
@@ -147,8 +153,9 @@ class InProcess : public tb::Backend {
   }
 
   void InstanceFinalize(tb::Instance& instance) override {
-    if (!pyinterop::PythonAlive() || !instance.has_state()) return;
-    py::gil_scoped_acquire gil;
+    if (!instance.has_state()) return;
+    pyinterop::AcquireGil gil;
+    if (!gil.held()) return;
     CallPython([&] {
       return runtime->finalize_instance(instance.model().State<ModelState>().loaded.handle(),
                                         instance.State<InstanceState>().instance.handle());
@@ -158,10 +165,7 @@ class InProcess : public tb::Backend {
   // One batch: each request becomes a RequestHandle and Python runs the
   // model. Requests cancelled while queued never get here (the SDK).
   void Execute(tb::Instance& instance, tb::Requests& requests) override {
-    if (!pyinterop::PythonAlive()) {
-      throw tb::Error::Unavailable("the Python interpreter is shutting down");
-    }
-    pyinterop::ThreadGil gil;
+    PythonGil gil;
     py::list batch(requests.size());
     std::vector<RequestHandle*> handles;
     handles.reserve(requests.size());
