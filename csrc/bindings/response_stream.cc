@@ -80,10 +80,31 @@ PyObject* Sent(PyObject* cls, PyObject* const* args, Py_ssize_t nargs) {
   return o;
 }
 
+PyObject* raise_taken = nullptr;  // tritonserver._errors.raise_taken, found at the first error
+
+// Raises the error `response` holds the one way the package raises a held
+// error: tritonserver._errors.raise_taken, which takes it off the response
+// first (no reference cycle through the traceback keeps the caller's objects
+// alive). Returns what that returned (None: the error was gone meanwhile).
+PyObject* RaiseTaken(PyObject* response) {
+  if (raise_taken == nullptr) {
+    PyObject* module = PyImport_ImportModule("tritonserver._errors");
+    if (module == nullptr) return nullptr;
+    PyObject* found = PyObject_GetAttrString(module, "raise_taken");
+    Py_DECREF(module);
+    if (found == nullptr) return nullptr;
+    if (raise_taken == nullptr) {
+      raise_taken = found;  // kept for the process
+    } else {
+      Py_DECREF(found);  // another thread found it while the import let go of the GIL
+    }
+  }
+  return PyObject_CallFunctionObjArgs(raise_taken, response, error_name, nullptr);
+}
+
 // Takes `response` (a new reference; null: the error set): marks the end at
 // the final response and, when asked to, raises a response's error instead
-// of returning it, leaving the response without it (no reference cycle
-// through the traceback keeps the caller's objects alive).
+// of returning it.
 PyObject* Deliver(StreamObject* self, PyObject* response) {
   if (response == nullptr) return nullptr;
   PyObject* final = PyObject_GetAttr(response, final_name);
@@ -96,16 +117,20 @@ PyObject* Deliver(StreamObject* self, PyObject* response) {
   if (is_final) self->complete = 1;
   if (!self->raise_on_error) return response;
   PyObject* error = PyObject_GetAttr(response, error_name);
-  if (error == nullptr || error == Py_None) {
-    Py_XDECREF(error);
-    if (error == nullptr) Py_CLEAR(response);
-    return response;
+  if (error == nullptr) {
+    Py_DECREF(response);
+    return nullptr;
   }
-  const int cleared = PyObject_SetAttr(response, error_name, Py_None);
-  Py_DECREF(response);
-  if (cleared == 0) PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error)), error);
+  const bool none = error == Py_None;  // the hot path
   Py_DECREF(error);
-  return nullptr;
+  if (none) return response;
+  PyObject* returned = RaiseTaken(response);
+  if (returned == nullptr) {
+    Py_DECREF(response);
+    return nullptr;
+  }
+  Py_DECREF(returned);
+  return response;
 }
 
 // _deliver(response, /)
