@@ -272,8 +272,10 @@ void RegisterResponseStream(py::module_& m) {
   cancel_name = Intern("cancel");
   py::object base = py::reinterpret_steal<py::object>(PyType_FromSpec(&stream_spec));
   if (!base) throw py::error_already_set();
+  // A tuple of bases: Python 3.9 takes no single class there.
+  py::tuple bases = py::make_tuple(base);
   py::object sync =
-      py::reinterpret_steal<py::object>(PyType_FromSpecWithBases(&sync_stream_spec, base.ptr()));
+      py::reinterpret_steal<py::object>(PyType_FromSpecWithBases(&sync_stream_spec, bases.ptr()));
   if (!sync) throw py::error_already_set();
   m.add_object("ResponseStream", base);
   m.add_object("SyncResponseStream", sync);
