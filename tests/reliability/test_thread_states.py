@@ -19,9 +19,9 @@ import ctypes, queue, time, tracemalloc
 import numpy as np
 import tritonserver
 
-def start(repository):
-    return tritonserver.Server(model_repository=repository, log_error=True,
-                               exit_timeout=10).start(wait_until_ready=True, timeout=60)
+def start(repository, **options):
+    return tritonserver.Server(model_repository=repository, log_error=True, exit_timeout=10,
+                               **options).start(wait_until_ready=True, timeout=60)
 
 api = ctypes.pythonapi
 api.PyInterpreterState_Get.restype = ctypes.c_void_p
@@ -111,9 +111,7 @@ def test_a_python_model_threads_thread_states(tmp_path):
     repository = copy_in_process(str(tmp_path), ["python_affine"])
     out = run_case(f"""
 before = thread_states()
-server = tritonserver.Server(model_repository={repository!r}, log_error=True, exit_timeout=10,
-                             model_control_mode=tritonserver.ModelControlMode.EXPLICIT).start(
-                                 wait_until_ready=True, timeout=60)
+server = start({repository!r}, model_control_mode=tritonserver.ModelControlMode.EXPLICIT)
 for cycle in range(4):
     model = server.load("python_affine")
     x = np.arange(8, dtype=np.float32)
