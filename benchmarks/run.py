@@ -377,6 +377,9 @@ def main(argv: list) -> int:
     document = run.document(pinned)
     print(f"\n{report.configuration_line(document)}\n")
     print(report.markdown_table(document))
+    costs = report.cost_table(document)
+    if costs:
+        print(f"\nWhat each worker process spent per request (getrusage, all its threads):\n\n{costs}")
     print()
     write_outputs(args, document)
     return 0

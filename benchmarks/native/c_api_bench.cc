@@ -18,6 +18,8 @@
 // memory, a response callback that reads the output's description and
 // deletes the response, and a release callback that deletes the request.
 
+#include <sys/resource.h>
+
 #include <triton/tritonserver.h>
 
 #include <algorithm>
@@ -413,6 +415,30 @@ void WaitForReleases() {
   }
 }
 
+// What the process has spent so far, all its threads together (the core's
+// too): CPU seconds, of them in the kernel, and context switches.
+struct Usage {
+  double cpu_s = 0, sys_s = 0, switches = 0;
+  static Usage Now() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    auto secs = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+    return {secs(u.ru_utime) + secs(u.ru_stime), secs(u.ru_stime),
+            static_cast<double>(u.ru_nvcsw + u.ru_nivcsw)};
+  }
+};
+
+// The per-request costs since `before` as JSON fields (", ..."), the names
+// the Python workers use (tsbench/loops.py).
+std::string Costs(const Usage& before, uint64_t count) {
+  if (count == 0) return "";
+  const Usage after = Usage::Now();
+  const double n = static_cast<double>(count);
+  return ", \"cpu_us\": " + Number((after.cpu_s - before.cpu_s) / n * 1e6) +
+         ", \"sys_us\": " + Number((after.sys_s - before.sys_s) / n * 1e6) +
+         ", \"switches\": " + Number((after.switches - before.switches) / n);
+}
+
 // Runs one workload once (after a warm-up) and returns its JSON object.
 std::string RunWorkload(const Context& ctx, const Settings& s, const std::string& workload,
                         const std::vector<float>& small, const std::vector<float>& large,
@@ -427,17 +453,20 @@ std::string RunWorkload(const Context& ctx, const Settings& s, const std::string
   if (workload == "sync") {
     single->Expect(small);
     RunSequential(ctx, small, single, warmup_bounds(s.warmup_seconds), false);
+    const Usage before = Usage::Now();
     Measured m = RunSequential(ctx, small, single, full_bounds(), true);
+    const std::string costs = Costs(before, m.count);
     json << "{\"ips\": " << Number(m.count / m.seconds)
          << ", \"p50_us\": " << Number(PercentileUs(m.latencies_ns, 50))
          << ", \"p99_us\": " << Number(PercentileUs(m.latencies_ns, 99)) << ", \"n\": " << m.count
-         << ", \"seconds\": " << Number(m.seconds) << "}";
+         << ", \"seconds\": " << Number(m.seconds) << costs << "}";
   } else if (workload == "async64") {
     single->Expect(small);
     RunPipelined(ctx, small, single, warmup_bounds(s.warmup_seconds), kAsyncInFlight);
+    const Usage before = Usage::Now();
     Measured m = RunPipelined(ctx, small, single, full_bounds(), kAsyncInFlight);
     json << "{\"ips\": " << Number(m.count / m.seconds) << ", \"n\": " << m.count
-         << ", \"seconds\": " << Number(m.seconds) << "}";
+         << ", \"seconds\": " << Number(m.seconds) << Costs(before, m.count) << "}";
   } else if (workload == "large16MiB") {
     single->Expect(large);
     RunSequential(ctx, large, single, warmup_bounds(s.warmup_seconds), false);
@@ -449,9 +478,10 @@ std::string RunWorkload(const Context& ctx, const Settings& s, const std::string
   } else {  // threads4
     for (auto& sink : per_thread) sink.Expect(small);
     RunThreads(ctx, small, per_thread, s, s.warmup_seconds, kThreads);
+    const Usage before = Usage::Now();
     Measured m = RunThreads(ctx, small, per_thread, s, s.seconds, kThreads);
     json << "{\"ips\": " << Number(m.count / m.seconds) << ", \"n\": " << m.count
-         << ", \"seconds\": " << Number(m.seconds) << "}";
+         << ", \"seconds\": " << Number(m.seconds) << Costs(before, m.count) << "}";
   }
   WaitForReleases();
   return json.str();

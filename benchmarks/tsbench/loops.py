@@ -25,9 +25,11 @@ standard library and numpy: it also runs in the private tritonclient venv.
 from __future__ import annotations
 
 import argparse
+import array
 import asyncio
 import json
 import math
+import resource
 import sys
 import threading
 import time
@@ -82,8 +84,21 @@ def percentile(values: Sequence[float], percent: float) -> float:
     return ordered[rank - 1]
 
 
-def run_sequential(call: Call, bounds: Bounds, latencies: Optional[list] = None) -> tuple:
-    """One request in flight; returns (count, seconds)."""
+LATENCY_RESERVE = 1 << 20  # as the C driver reserves; doubled when a run needs more
+
+
+def latency_room() -> "array.array[float]":
+    """Room for a run's latencies (run_sequential)."""
+    return array.array("d", bytes(8 * LATENCY_RESERVE))
+
+
+def run_sequential(call: Call, bounds: Bounds, latencies: Optional["array.array[float]"] = None
+                   ) -> tuple:
+    """One request in flight; returns (count, seconds). With `latencies`
+    (latency_room()): each request's time around the call, in seconds,
+    written into room made before the run, as the C driver reserves its
+    vector, so that recording makes no object per request; it ends holding
+    exactly the run's."""
     count = 0
     clock = time.perf_counter
     now = clock()
@@ -93,12 +108,17 @@ def run_sequential(call: Call, bounds: Bounds, latencies: Optional[list] = None)
             count += 1
             now = clock()
     else:
+        room = len(latencies)
         while not bounds.done(now, count):
             sent = now
             call()
             now = clock()
-            latencies.append(now - sent)
+            if count == room:
+                latencies.frombytes(bytes(8 * room))
+                room *= 2
+            latencies[count] = now - sent
             count += 1
+        del latencies[count:]
     return count, now - bounds.start
 
 
@@ -238,15 +258,37 @@ class System:
         pass
 
 
+def _usage() -> tuple:
+    """(CPU seconds, system CPU seconds, context switches) of this process
+    so far, all its threads together."""
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime, u.ru_stime, u.ru_nvcsw + u.ru_nivcsw
+
+
+def _with_costs(figures: dict, before: tuple) -> dict:
+    """`figures` with what the process spent per request over the run (all
+    its threads, the core's too when it runs in it): CPU µs, of it in the
+    kernel, and context switches (voluntary and not), as the C driver
+    reports them."""
+    after, n = _usage(), figures["n"]
+    if n > 0:
+        figures["cpu_us"] = (after[0] - before[0]) / n * 1e6
+        figures["sys_us"] = (after[1] - before[1]) / n * 1e6
+        figures["switches"] = (after[2] - before[2]) / n
+    return figures
+
+
 def _one_workload(system: System, workload: str, s: Settings, small: np.ndarray,
                   large: Optional[np.ndarray]) -> dict:
     if workload == "sync":
         call = system.sync_call(small)
         run_sequential(call, s.warmup_bounds())
-        latencies: list = []
+        latencies = latency_room()
+        before = _usage()
         n, secs = run_sequential(call, s.bounds(), latencies)
-        return {"ips": n / secs, "p50_us": percentile(latencies, 50) * 1e6,
-                "p99_us": percentile(latencies, 99) * 1e6, "n": n, "seconds": secs}
+        return _with_costs({"ips": n / secs, "p50_us": percentile(latencies, 50) * 1e6,
+                            "p99_us": percentile(latencies, 99) * 1e6, "n": n,
+                            "seconds": secs}, before)
     if workload in ("large16MiB", "large16MiB-shm"):
         assert large is not None
         call = system.sync_call(large) if workload == "large16MiB" else system.shm_call(large)
@@ -255,16 +297,20 @@ def _one_workload(system: System, workload: str, s: Settings, small: np.ndarray,
         return {"gbps": n * large.nbytes / secs / 1e9, "ips": n / secs, "n": n,
                 "seconds": secs}
     if workload == "threads4":
+        before = _usage()
         n, secs = run_threads(system.thread_call_factories(small, THREADS), s)
-        return {"ips": n / secs, "n": n, "seconds": secs}
+        return _with_costs({"ips": n / secs, "n": n, "seconds": secs}, before)
     if workload == "async64":
         async def measure() -> tuple:
             async with system.async_session(small) as acall:
                 await run_pipelined(acall, s.warmup_bounds(), ASYNC_IN_FLIGHT)
+                nonlocal before
+                before = _usage()
                 return await run_pipelined(acall, s.bounds(), ASYNC_IN_FLIGHT)
 
+        before = _usage()
         n, secs = asyncio.run(measure())
-        return {"ips": n / secs, "n": n, "seconds": secs}
+        return _with_costs({"ips": n / secs, "n": n, "seconds": secs}, before)
     raise ValueError(workload)
 
 

@@ -40,6 +40,12 @@ CEILING = "c-api"
 # The C API driver hands the core its own buffer, copying nothing: its
 # large16MiB figure is the ceiling of large16MiB-shm too.
 CEILING_WORKLOAD = {"large16MiB-shm": "large16MiB"}
+# What a worker's process spent per request of a run (all its threads):
+# CPU µs, of it in the kernel, and context switches (tsbench/loops.py and
+# the C driver measure them the same way, with getrusage). For a client
+# worker, the client's side only.
+COSTS = ("cpu_us", "sys_us", "switches")
+COST_WORKLOADS = ("sync", "async64", "threads4")
 # workload -> (figure in a worker's round, unit in the results)
 FIGURE = {
     "sync": ("ips", "inferences/s"),
@@ -113,6 +119,9 @@ def summarize(rounds_by_system: dict) -> tuple:
             if workload == "sync":
                 entry["p50_us"] = spread([float(run["p50_us"]) for run in runs])
                 entry["p99_us"] = spread([float(run["p99_us"]) for run in runs])
+            for cost in COSTS:
+                if all(cost in run for run in runs):
+                    entry[cost] = spread([float(run[cost]) for run in runs])
             results.append(entry)
             medians[(system, workload)] = entry["median"]
     by_system = {}
@@ -210,6 +219,34 @@ def markdown_table(document: dict) -> str:
     for protocol, row in document.get("frontend_ratios", {}).items():
         ours, theirs = pairs[protocol]
         lines.append(f"| **{ours} / {theirs}** | {ratio_cells(row)} |")
+    return "\n".join(lines)
+
+
+def cost_table(document: dict) -> str:
+    """Per request, medians of the runs: the process's CPU µs (of it in the
+    kernel) and context switches, for the systems that report them; empty
+    when none did."""
+    by_key = {(r["system"], r["workload"]): r for r in document["results"]}
+    columns = [w for w in COST_WORKLOADS
+               if any(k[1] == w and "cpu_us" in r for k, r in by_key.items())]
+    if not columns:
+        return ""
+    heads = []
+    for w in columns:
+        heads += [f"{w} CPU µs (kernel)", f"{w} switches"]
+    lines = ["| per request | " + " | ".join(heads) + " |", "|" + "---|" * (len(heads) + 1)]
+    for system in SYSTEMS:
+        entries = [by_key.get((system, w)) for w in columns]
+        if not any(e and "cpu_us" in e for e in entries):
+            continue
+        cells = []
+        for e in entries:
+            if e and "cpu_us" in e:
+                cells += [f"{e['cpu_us']['median']:.2f} ({e['sys_us']['median']:.2f})",
+                          f"{e['switches']['median']:.2f}"]
+            else:
+                cells += ["-", "-"]
+        lines.append(f"| {system} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

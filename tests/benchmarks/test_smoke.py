@@ -114,6 +114,11 @@ def test_quick_run_writes_every_figure(tmp_path):
         if workload == "sync":
             for latency in ("p50_us", "p99_us"):
                 assert _positive(r[latency]["median"]), (system, latency)
+        if workload in SMALL:  # what each worker process spent per request
+            cpu, kernel, switches = r["cpu_us"], r["sys_us"], r["switches"]
+            assert _positive(cpu["median"]), (system, workload, cpu)
+            assert 0 <= kernel["median"] <= cpu["max"], (system, workload, kernel, cpu)
+            assert switches["min"] >= 0, (system, workload, switches)
 
     assert set(doc["ratios"]) == set(WORKLOADS)
     for workload, ratio in doc["ratios"].items():
