@@ -132,7 +132,7 @@ def _prune_logs(folder: str, keep: int) -> None:
 
 
 # The systems measured in this process's children without a network server.
-LOCAL_SYSTEMS = ("c-api", "python-api")
+LOCAL_SYSTEMS = ("c-api", "python-api", "python-api-batched")
 
 
 def network_parts(system: str) -> tuple:
@@ -246,9 +246,10 @@ class Run:
         if system == "c-api":
             return native.driver_command(self.driver, self.core, self.repository,
                                          self.backend_dir, MODEL, loop)
-        if system == "python-api":
-            return [sys.executable, PYAPI_WORKER, "--model-repository", self.repository] + loop, \
-                dict(os.environ)
+        if system in ("python-api", "python-api-batched"):
+            batched = ["--core-threads-batch"] if system == "python-api-batched" else []
+            return [sys.executable, PYAPI_WORKER, "--model-repository", self.repository] + \
+                batched + loop, dict(os.environ)
         target, protocol, json_tensors = self.network_target(system)
         url = target.http_url if protocol == "http" else target.grpc_url
         env = loopback_only({k: v for k, v in os.environ.items()

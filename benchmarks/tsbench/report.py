@@ -7,12 +7,14 @@ import re
 import statistics
 from typing import Optional
 
-SYSTEMS = ("c-api", "python-api", "tritonclient-http", "tritonclient-grpc", "serve-http",
+SYSTEMS = ("c-api", "python-api", "python-api-batched", "tritonclient-http", "tritonclient-grpc", "serve-http",
            "serve-grpc", "echo-http", "echo-grpc", "echo-core-http", "echo-core-grpc",
            "tritonclient-http-json", "serve-http-json", "echo-core-http-json", "mlserver-http-json", "mlserver-grpc", "mlserver-default-http-json",
            "mlserver-default-grpc")
-# MLServer's systems need their own venv with mlserver (minutes to make): asked for by name.
-DEFAULT_SYSTEMS = tuple(s for s in SYSTEMS if not s.startswith("mlserver-"))
+# MLServer's systems need their own venv with mlserver (minutes to make), and
+# python-api-batched is an experiment (tsbench/pyapi_worker.py): asked for by name.
+DEFAULT_SYSTEMS = tuple(s for s in SYSTEMS
+                        if not s.startswith("mlserver-") and s != "python-api-batched")
 # (ours, theirs, key) of the ratios given beside the table: our frontends
 # (`python -m tritonserver serve`) against Triton's C++ ones through the same
 # client; the echo servers' rows are the ceiling of the libraries under our
@@ -57,6 +59,7 @@ FIGURE = {
 SYSTEM_LABELS = {
     "c-api": "raw C API, C++ (the ceiling)",
     "python-api": "our Python API",
+    "python-api-batched": "our Python API, the core's threads SCHED_BATCH (an experiment)",
     "tritonclient-http": "tritonclient HTTP -> tritonserver executable",
     "tritonclient-grpc": "tritonclient gRPC -> tritonserver executable",
     "serve-http": "tritonclient HTTP -> our frontend (python -m tritonserver serve)",
