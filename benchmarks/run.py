@@ -82,7 +82,8 @@ def parse_args(argv: list) -> argparse.Namespace:
                    help="all runs of one system, then the next (default in quick mode)")
     p.add_argument("--systems", default=",".join(report.DEFAULT_SYSTEMS),
                    help="comma-separated subset of: " + ", ".join(report.SYSTEMS) +
-                        " (default: all but MLServer's, whose venv takes minutes to make; "
+                        " (default: all but MLServer's, whose venv takes minutes to make, and "
+                        "the python-api-batched experiment; "
                         "'all' for every one)")
     p.add_argument("--workloads", default=",".join(report.WORKLOADS),
                    help="comma-separated subset of: " + ", ".join(report.WORKLOADS))
