@@ -76,9 +76,9 @@ class PythonApi(loops.System):
         self.server.stop()
 
 
-def batch_core_threads() -> int:
+def batch_core_threads() -> None:
     """Give every thread of this process but the calling one (the core's,
-    started with the server) the SCHED_BATCH policy; returns how many.
+    started with the server) the SCHED_BATCH policy.
 
     An experiment, never what the package does: a SCHED_BATCH thread does
     not take the CPU from the running thread when it is woken, so the
@@ -87,14 +87,11 @@ def batch_core_threads() -> int:
     back, as it does for the C driver's async64. The system
     "python-api-batched" measures what ours costs per request then."""
     own = threading.get_native_id()
-    count = 0
     for entry in os.listdir("/proc/self/task"):
         tid = int(entry)
         if tid != own:
             with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
                 os.sched_setscheduler(tid, os.SCHED_BATCH, os.sched_param(0))
-                count += 1
-    return count
 
 
 def main() -> None:
