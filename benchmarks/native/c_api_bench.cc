@@ -37,6 +37,8 @@
 #include <thread>
 #include <vector>
 
+#include "core_calls.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -138,30 +140,6 @@ Settings ParseArguments(int argc, char** argv) {
   return s;
 }
 
-// ---- Response memory: plain host memory ----------------------------------------
-
-TRITONSERVER_Error* AllocateHost(TRITONSERVER_ResponseAllocator*, const char*, size_t byte_size,
-                                 TRITONSERVER_MemoryType, int64_t, void*, void** buffer,
-                                 void** buffer_userp, TRITONSERVER_MemoryType* actual_memory_type,
-                                 int64_t* actual_memory_type_id) {
-  *actual_memory_type = TRITONSERVER_MEMORY_CPU;
-  *actual_memory_type_id = 0;
-  *buffer_userp = nullptr;
-  *buffer = nullptr;
-  if (byte_size == 0) return nullptr;
-  *buffer = std::malloc(byte_size);
-  if (*buffer == nullptr) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of host memory for an output");
-  }
-  return nullptr;
-}
-
-TRITONSERVER_Error* ReleaseHost(TRITONSERVER_ResponseAllocator*, void* buffer, void*, size_t,
-                                TRITONSERVER_MemoryType, int64_t) {
-  std::free(buffer);
-  return nullptr;
-}
-
 // ---- Completions ----------------------------------------------------------------
 
 // Where the responses of the requests sent with it report. Sinks live until
@@ -215,23 +193,14 @@ void OnResponse(TRITONSERVER_InferenceResponse* response, const uint32_t flags, 
   Sink* sink = static_cast<Sink*>(userp);
   if (response != nullptr) {
     Check(TRITONSERVER_InferenceResponseError(response), "inference failed");
-    const char* name = nullptr;
-    TRITONSERVER_DataType datatype;
-    const int64_t* shape = nullptr;
-    uint64_t dim_count = 0;
-    const void* base = nullptr;
-    size_t byte_size = 0;
-    TRITONSERVER_MemoryType memory_type;
-    int64_t memory_type_id = 0;
-    void* buffer_userp = nullptr;
-    Check(TRITONSERVER_InferenceResponseOutput(response, 0, &name, &datatype, &shape, &dim_count,
-                                               &base, &byte_size, &memory_type, &memory_type_id,
-                                               &buffer_userp),
-          "reading the output");
-    if (byte_size != sink->expected_bytes || datatype != TRITONSERVER_TYPE_FP32 || dim_count != 1) {
+    tritonbench::Output out;
+    Check(tritonbench::ReadOutput(response, 0, &out), "reading the output");
+    if (out.byte_size != sink->expected_bytes || out.datatype != TRITONSERVER_TYPE_FP32 ||
+        out.dim_count != 1) {
       Die("the output does not have the input's type and size");
     }
-    if (sink->verify_next.exchange(false) && std::memcmp(base, sink->expected, byte_size) != 0) {
+    if (sink->verify_next.exchange(false) &&
+        std::memcmp(out.base, sink->expected, out.byte_size) != 0) {
       Die("the output differs from the input");
     }
     Check(TRITONSERVER_InferenceResponseDelete(response), "deleting a response");
@@ -542,7 +511,8 @@ int main(int argc, char** argv) {
   ctx.model = s.model;
   ctx.server = StartServer(s);
   const double startup_seconds = Seconds(Clock::now() - t0);
-  Check(TRITONSERVER_ResponseAllocatorNew(&ctx.allocator, AllocateHost, ReleaseHost, nullptr),
+  Check(TRITONSERVER_ResponseAllocatorNew(&ctx.allocator, tritonbench::AllocateHost,
+                                          tritonbench::ReleaseHost, nullptr),
         "creating the response allocator");
 
   std::vector<float> small(kSmallCount);
