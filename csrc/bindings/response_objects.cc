@@ -1,46 +1,16 @@
 #include "bindings/response_objects.h"
 
-#include <structmember.h>
-
 #include <initializer_list>
 #include <utility>
 #include <vector>
 
 #include "bindings/errors.h"
+#include "bindings/slot_class.h"
 
 namespace py = pybind11;
 
 namespace tritonpy {
 namespace {
-
-// A slotted dataclass (tritonserver._slots.slotted): where each of its
-// fields, in the order given, lives in an instance.
-struct SlotClass {
-  PyTypeObject* type = nullptr;  // kept alive by `cls`
-  py::object cls;
-  std::vector<Py_ssize_t> offsets;
-};
-
-SlotClass Slotted(py::object cls, std::initializer_list<const char*> fields) {
-  if (!PyType_Check(cls.ptr())) throw py::type_error("expected a class");
-  SlotClass c;
-  c.type = reinterpret_cast<PyTypeObject*>(cls.ptr());
-  c.cls = std::move(cls);
-  for (const char* name : fields) {
-    py::object slot = py::getattr(c.cls, name, py::none());
-    PyMemberDef* member = nullptr;
-    if (Py_TYPE(slot.ptr()) == &PyMemberDescr_Type && PyDescr_TYPE(slot.ptr()) == c.type) {
-      member = reinterpret_cast<PyMemberDescrObject*>(slot.ptr())->d_member;
-    }
-    if (member == nullptr || member->type != T_OBJECT_EX || (member->flags & READONLY) != 0 ||
-        c.type->tp_itemsize != 0) {
-      throw py::type_error(std::string(c.type->tp_name) + "." + name +
-                           " must be a writable slot of the class (tritonserver._slots)");
-    }
-    c.offsets.push_back(member->offset);
-  }
-  return c;
-}
 
 // A new instance of `c` with `values` (new references, in field order; a
 // null one: its Python error is set) in its slots, as its dataclass's

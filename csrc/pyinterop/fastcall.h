@@ -4,15 +4,35 @@
 
 #include <Python.h>
 
+#include <algorithm>
+#include <vector>
+
 namespace pyinterop {
 
 using FastFunction = PyObject* (*)(PyObject*, PyObject* const*, Py_ssize_t);
+// METH_FASTCALL | METH_KEYWORDS: the keywords' names, a tuple, follow (or null).
+using FastKeywordsFunction = PyObject* (*)(PyObject*, PyObject* const*, Py_ssize_t, PyObject*);
 
 // A METH_FASTCALL function as the PyCFunction a PyMethodDef stores (CPython
 // calls it through the right type by the flag); the cast goes through a plain
 // function pointer so that compilers do not warn of a mismatched signature.
 inline PyCFunction AsMethod(FastFunction f) {
   return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
+}
+inline PyCFunction AsMethod(FastKeywordsFunction f) {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
+}
+
+// Calls `f` (a Python function) with `self` first and then the arguments a
+// METH_FASTCALL | METH_KEYWORDS method got: how a method of the binding
+// hands a call it does not take to the Python method it stands in for.
+inline PyObject* CallWithSelf(PyObject* f, PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                              PyObject* kwnames) {
+  const Py_ssize_t total = nargs + (kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames));
+  std::vector<PyObject*> call(static_cast<size_t>(total) + 1);
+  call[0] = self;
+  std::copy(args, args + total, call.begin() + 1);
+  return PyObject_Vectorcall(f, call.data(), static_cast<size_t>(nargs) + 1, kwnames);
 }
 
 // Whether a fast call got `min` to `max` positional arguments; if not, a

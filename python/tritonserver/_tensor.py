@@ -227,6 +227,16 @@ class Tensor:
         return _numpy_tensor(array)
 
 
+# Every program reading an output through DLPack calls Tensor.__dlpack__: the
+# binding's method (csrc/bindings/dlpack.cc) exports in place what it can take
+# as is, and hands every other call to the method above, which stays the one
+# answer to them (errors, dl_device, copy).
+setattr(Tensor, "__dlpack__", _bindings.tensor_dlpack_method(
+    Tensor, MemoryBuffer, Tensor.__dlpack__,
+    {int(k): v for k, v in dt.DLPACK_DTYPES.items()},
+    {int(k): v for k, v in _DLPACK_DEVICE_BY_MEMORY_TYPE.items()}))
+
+
 @named
 class DLDeviceType(enum.IntEnum):
     """DLPack device types (the ones a Tensor can name)."""

@@ -124,3 +124,79 @@ def test_bytes_of_ever_new_sizes_keep_no_memory():
     finally:
         tracemalloc.stop()
     assert grown < 1024, f"{grown} B stayed after reading 2,000 tensors"
+
+
+# ---- Tensor.__dlpack__: the binding's method and the Python one behind it ------------------
+
+
+def test_dlpack_is_the_bindings_method_with_the_documented_signature():
+    import inspect
+
+    assert type(Tensor.__dlpack__).__name__ == "method_descriptor"
+    params = inspect.signature(Tensor.__dlpack__).parameters
+    assert list(params) == ["self", "stream", "max_version", "dl_device", "copy"]
+    assert all(params[p].kind is inspect.Parameter.KEYWORD_ONLY and params[p].default is None
+               for p in ("stream", "max_version", "dl_device", "copy"))
+
+
+def test_dlpack_exports_in_place_with_every_keyword_numpy_and_others_pass():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = Tensor.from_dlpack(a)
+    for kwargs in ({}, {"stream": None}, {"stream": 5}, {"max_version": (1, 0)}, {"copy": None},
+                   {"copy": False}, {"dl_device": None, "copy": None, "max_version": (1, 0)},
+                   {"dl_device": (1, 0)}):  # the tensor's own device
+        b = np.from_dlpack(_Producer(t, kwargs))
+        assert b.ctypes.data == a.ctypes.data and b.shape == (2, 3), kwargs
+    bound = t.__dlpack__  # a bound method calls the same way
+    assert type(bound()).__name__ == "PyCapsule"
+
+
+class _Producer:
+    """Calls `tensor.__dlpack__` with `kwargs` added to what numpy passes."""
+
+    def __init__(self, tensor, kwargs):
+        self.tensor, self.kwargs = tensor, kwargs
+
+    def __dlpack__(self, **given):
+        return self.tensor.__dlpack__(**{**given, **self.kwargs})
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+
+def test_dlpack_answers_what_it_cannot_export_as_the_python_method_does():
+    t = Tensor.from_dlpack(np.arange(4, dtype=np.float32))
+    with pytest.raises(tritonserver.UnsupportedError, match="copy=True"):
+        t.__dlpack__(copy=True)
+    with pytest.raises(tritonserver.UnsupportedError, match="another device"):
+        t.__dlpack__(dl_device=(2, 0))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        t.__dlpack__(bogus=1)
+    with pytest.raises(TypeError, match="positional"):
+        t.__dlpack__(None)
+    with pytest.raises(tritonserver.UnsupportedError, match="BYTES"):
+        np.from_dlpack(Tensor.from_bytes_array([b"ab", b"c"]))
+    with pytest.raises(ValueError, match="not a valid DataType"):
+        Tensor(99, (4,), t.memory_buffer).__dlpack__()
+    with pytest.raises(AttributeError, match="memory_type"):
+        Tensor(DataType.FP32, (4,), "not a buffer").__dlpack__()
+    with pytest.raises(TypeError):
+        Tensor.__dlpack__(object())  # not a Tensor
+
+
+def test_dlpack_of_tensors_built_by_hand():
+    a = np.arange(6, dtype=np.int32)
+    buffer = Tensor.from_dlpack(a).memory_buffer
+
+    class Sub(Tensor):
+        pass
+
+    for tensor in (Tensor(DataType.INT32, [2, 3], buffer),  # a list shape
+                   Tensor(int(DataType.INT32), (6,), buffer),  # a plain int type
+                   Sub(DataType.INT32, (3, 2), buffer)):
+        b = np.from_dlpack(tensor)
+        assert b.ctypes.data == a.ctypes.data and b.size == 6
+        assert tuple(b.shape) == tuple(tensor.shape)
+    assert type(Tensor(DataType.BF16, (3,), buffer).__dlpack__()).__name__ == "PyCapsule"
+    with pytest.raises(ValueError):  # a negative dimension: numpy's refusal, as before
+        np.from_dlpack(Tensor(DataType.INT32, (2, -3), buffer))
