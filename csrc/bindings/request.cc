@@ -417,24 +417,7 @@ void RequestDealloc(PyObject* o) {
 // send_arrays(server, model, version, inputs, /)
 PyObject* SendArrays(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (!pyinterop::ArgumentCount("send_arrays", nargs, 4, 4)) return nullptr;
-  if (!PyDict_Check(args[3])) {
-    PyErr_Format(PyExc_TypeError, "inputs must be a dict, not %s", Py_TYPE(args[3])->tp_name);
-    return nullptr;
-  }
-  try {
-    py::object request = py::reinterpret_steal<py::object>(
-        NewRequest(request_type, ServerArgument(args[0]), StrArgument(args[1], "model"),
-                   IntArgument(args[2])));
-    RequestOwner& owner = OwnerOf(request.ptr());
-    if (!AddArrays(owner.request(), py::reinterpret_borrow<py::dict>(args[3])).is_none()) {
-      Py_RETURN_NONE;  // nothing was sent
-    }
-    owner.request().Send();
-    return request.release().ptr();
-  } catch (...) {
-    pyinterop::SetPythonErrorFromCurrent();
-    return nullptr;
-  }
+  return SendArrayInputs(args[0], args[1], args[2], args[3]);
 }
 
 // The response `take` pops from a request's queue as an InferenceResponse of
@@ -520,6 +503,26 @@ PyObject* WaitForResponse(PyObject* request, PyObject* model, PyObject* request_
     return nullptr;
   }
   return PoppedResponse([&] { return OwnerOf(request).queue().Take(-1.0); }, model, request_id);
+}
+
+PyObject* SendArrayInputs(PyObject* server, PyObject* model, PyObject* version, PyObject* inputs) {
+  if (!PyDict_Check(inputs)) {
+    PyErr_Format(PyExc_TypeError, "inputs must be a dict, not %s", Py_TYPE(inputs)->tp_name);
+    return nullptr;
+  }
+  try {
+    py::object request = py::reinterpret_steal<py::object>(NewRequest(
+        request_type, ServerArgument(server), StrArgument(model, "model"), IntArgument(version)));
+    RequestOwner& owner = OwnerOf(request.ptr());
+    if (!AddArrays(owner.request(), py::reinterpret_borrow<py::dict>(inputs)).is_none()) {
+      Py_RETURN_NONE;  // nothing was sent
+    }
+    owner.request().Send();
+    return request.release().ptr();
+  } catch (...) {
+    pyinterop::SetPythonErrorFromCurrent();
+    return nullptr;
+  }
 }
 
 void RegisterRequest(py::module_& m) {

@@ -136,6 +136,13 @@ class Request : public std::enable_shared_from_this<Request> {
 // timeout): a new reference, or null with the Python error set.
 PyObject* WaitForResponse(PyObject* request, PyObject* model, PyObject* request_id);
 
+// send_arrays: a binding InferenceRequest of `inputs` (a dict of name to
+// array) for `model` (str) version `version` (int) of `server` (a binding
+// Server), sent, when every input is a C-contiguous numpy array of a
+// fixed-size type; else None, and nothing is sent. A new reference, or null
+// with the Python error set.
+PyObject* SendArrayInputs(PyObject* server, PyObject* model, PyObject* version, PyObject* inputs);
+
 void RegisterRequest(pybind11::module_& m);
 
 }  // namespace tritonpy

@@ -263,6 +263,103 @@ PyObject* Intern(const char* name) {
   return s;
 }
 
+// ---- Model.infer ----------------------------------------------------------------
+//
+// tritonserver._model sets Model.infer to a method of this binding
+// (model_infer_method), for `model.infer(inputs={name: array, ...})`, the
+// call of nearly every synchronous program: it makes the checks of
+// tritonserver._submit.send_inputs, sends with send_arrays and returns the
+// ResponseIterator as `_sent` makes it, with no Python frame. Every other
+// call, and this one whenever a check fails (a trace may sample it, an
+// allocator was put in default_memory_allocators, the server is stopped, an
+// input is not such an array), goes to the Python method it replaced,
+// which stays the one answer to them.
+
+struct ModelInfer {
+  py::object fallback;  // the Python Model.infer
+  py::object iterator;  // ResponseIterator
+  py::object defaults;  // tritonserver.default_memory_allocators
+  // Interned names: the keyword, and what the checks read.
+  py::object inputs, as_shipped, server, registries, made_tracing, active, name, version;
+};
+
+ModelInfer* model_infer = nullptr;  // kept for the process
+
+// getattr(o, name), or null with no error set.
+py::object Attribute(PyObject* o, const py::object& name) {
+  PyObject* value = PyObject_GetAttr(o, name.ptr());
+  if (value == nullptr) PyErr_Clear();
+  return py::reinterpret_steal<py::object>(value);
+}
+
+// The iterator of `inputs` sent the fastest way; null with an error set when
+// sending failed, null with none when the Python method should take the call.
+PyObject* InferInputs(const ModelInfer& f, PyObject* model, PyObject* inputs) {
+  if (!PyDict_CheckExact(inputs)) return nullptr;
+  py::object shipped = Attribute(f.defaults.ptr(), f.as_shipped);
+  if (shipped.ptr() != Py_True) return nullptr;
+  py::object server = Attribute(model, f.server);
+  if (!server) return nullptr;
+  py::object registries = Attribute(server.ptr(), f.registries);
+  py::object tracing = registries ? Attribute(registries.ptr(), f.made_tracing) : py::object();
+  if (!tracing) return nullptr;
+  if (!tracing.is_none()) {
+    py::object active = Attribute(tracing.ptr(), f.active);
+    if (active.ptr() != Py_False) return nullptr;
+  }
+  py::object handle = Attribute(server.ptr(), f.server);  // None once stopped
+  py::object name = Attribute(model, f.name);
+  py::object version = Attribute(model, f.version);
+  if (!handle || handle.is_none() || !name || !version) return nullptr;
+  PyObject* request = SendArrayInputs(handle.ptr(), name.ptr(), version.ptr(), inputs);
+  if (request == Py_None) {
+    Py_DECREF(request);
+    return nullptr;
+  }
+  if (request == nullptr) return nullptr;
+  PyObject* args[] = {model, request, Py_True};
+  PyObject* iterator = Sent(f.iterator.ptr(), args, 3);
+  Py_DECREF(request);  // the iterator holds it (or, on failure, dropping it cancels it)
+  return iterator;
+}
+
+// Model.infer(self, inference_request=None, raise_on_error=True, **kwargs)
+PyObject* ModelInferMethod(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                           PyObject* kwnames) {
+  const ModelInfer& f = *model_infer;
+  if (nargs == 0 && kwnames != nullptr && PyTuple_GET_SIZE(kwnames) == 1) {
+    PyObject* keyword = PyTuple_GET_ITEM(kwnames, 0);
+    if (keyword == f.inputs.ptr() || PyUnicode_Compare(keyword, f.inputs.ptr()) == 0) {
+      PyObject* iterator = InferInputs(f, self, args[0]);
+      if (iterator != nullptr || PyErr_Occurred()) return iterator;
+    }
+  }
+  return pyinterop::CallWithSelf(f.fallback.ptr(), self, args, nargs, kwnames);
+}
+
+PyMethodDef model_infer_def = {
+    "infer", pyinterop::AsMethod(&ModelInferMethod), METH_FASTCALL | METH_KEYWORDS,
+    "infer($self, /, inference_request=None, raise_on_error=True, **kwargs)\n--\n\n"
+    "Send a request; returns an iterator over its responses."};
+
+// model_infer_method(model, fallback, iterator, defaults)
+py::object ModelInferMethodFor(py::object model, py::object fallback, py::object iterator,
+                               py::object defaults) {
+  if (!PyType_Check(model.ptr()) || !PyType_Check(iterator.ptr())) {
+    throw py::type_error("model and iterator must be classes");
+  }
+  auto name = [](const char* s) { return py::reinterpret_steal<py::object>(Intern(s)); };
+  auto* f = new ModelInfer{std::move(fallback), std::move(iterator),  std::move(defaults),
+                           name("inputs"),      name("as_shipped"),   name("_server"),
+                           name("_registries"), name("made_tracing"), name("active"),
+                           name("name"),        name("version")};
+  PyObject* method =
+      PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(model.ptr()), &model_infer_def);
+  if (method == nullptr) throw py::error_already_set();
+  model_infer = f;  // a later call (a reloaded module) replaces it; the old one stays
+  return py::reinterpret_steal<py::object>(method);
+}
+
 }  // namespace
 
 void RegisterResponseStream(py::module_& m) {
@@ -279,6 +376,11 @@ void RegisterResponseStream(py::module_& m) {
   if (!sync) throw py::error_already_set();
   m.add_object("ResponseStream", base);
   m.add_object("SyncResponseStream", sync);
+  m.def("model_infer_method", &ModelInferMethodFor, py::arg("model"), py::arg("fallback"),
+        py::arg("iterator"), py::arg("defaults"),
+        "Model.infer in C for `model` (the class): its fastest case, sent with send_arrays, "
+        "returns an `iterator` (ResponseIterator) as _sent makes it; `fallback` (the Python "
+        "method) takes every other call. `defaults`: tritonserver.default_memory_allocators.");
 }
 
 }  // namespace tritonpy

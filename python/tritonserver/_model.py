@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any, Optional, cast
 from tritonserver._control.instances import user_view
 from tritonserver._datatypes import from_config_name
 from tritonserver._enums import DataType, ModelBatchFlag, ModelTxnPropertyFlag
+from tritonserver._c import triton_bindings as _bindings
 from tritonserver._iterators import AsyncResponseIterator, ResponseIterator
+from tritonserver._memory import default_memory_allocators
 from tritonserver._request import InferenceRequest, model_submission
 from tritonserver._submit import RequestSpec, send_inputs, sent, submission
 
@@ -113,6 +115,16 @@ def send(model: Model, spec: RequestSpec, asynchronous: bool,
     iterator = kind._send(model, request, user_queue, request_id, raise_on_error)
     sent(spec, request)
     return iterator
+
+
+# Model.infer(inputs=...) is what nearly every synchronous program calls: the
+# binding's method (csrc/bindings/response_stream.cc) sends it as
+# send_inputs would, with no Python frame, and hands every other call to the
+# method above, which stays the one answer to them. It reads what
+# send_inputs reads: the model's server, name and version, the server's
+# handle and trace settings, and default_memory_allocators.as_shipped.
+setattr(Model, "infer", _bindings.model_infer_method(Model, Model.infer, ResponseIterator,
+                                                     default_memory_allocators))
 
 
 class ModelDictionary(dict[tuple[str, int], Model]):

@@ -105,6 +105,48 @@ def test_an_output_outlives_its_response_and_frees_with_its_last_view(server):
     np.testing.assert_array_equal(array, x)  # the view keeps the buffer
 
 
+def test_model_infer_is_the_bindings_method_with_the_documented_signature():
+    import inspect
+
+    assert type(tritonserver.Model.infer).__name__ == "method_descriptor"
+    params = inspect.signature(tritonserver.Model.infer).parameters
+    assert list(params) == ["self", "inference_request", "raise_on_error", "kwargs"]
+    assert params["inference_request"].default is None
+    assert params["raise_on_error"].default is True
+    assert params["kwargs"].kind is inspect.Parameter.VAR_KEYWORD
+
+
+def test_model_infer_hands_every_other_call_to_the_python_method(server):
+    model = server.model("identity_fp32")
+    x = np.arange(4, dtype=np.float32)
+    before = inference_count(model)
+    # A request object, positionally and by name; raise_on_error beside inputs.
+    assert next(model.infer(model.create_request(inputs={"INPUT0": x}))).final
+    assert next(model.infer(inference_request=model.create_request(inputs={"INPUT0": x}))).final
+    assert next(model.infer(inputs={"INPUT0": x}, raise_on_error=False)).final
+    # Inputs that are not all such arrays: sent once, by the general path.
+    out = next(model.infer(inputs={"INPUT0": [1.0, 2.0]}))
+    np.testing.assert_array_equal(np.from_dlpack(out.outputs["OUTPUT0"]), [1.0, 2.0])
+    assert inference_count(model) == before + 4
+    with pytest.raises(TypeError, match="bogus"):
+        model.infer(inputs={"INPUT0": x}, bogus=1)
+    # A server that is not started: the Python method's error.
+    idle = tritonserver.Server(model_repository=tritonserver.example_model_repository())
+    with pytest.raises(tritonserver.InvalidArgumentError, match="not started"):
+        tritonserver.Model(idle, "identity_fp32").infer(inputs={"INPUT0": x})
+    # A subclass's own infer wins; the base's is still the binding's.
+
+    class Counting(tritonserver.Model):
+        calls = 0
+
+        def infer(self, *args, **kwargs):
+            Counting.calls += 1
+            return super().infer(*args, **kwargs)
+
+    counted = Counting(server, "identity_fp32")
+    assert next(counted.infer(inputs={"INPUT0": x})).final and Counting.calls == 1
+
+
 def test_async_infer_takes_the_fast_path_and_needs_a_running_loop(server):
     model = server.model("identity_fp32")
     x = np.arange(16, dtype=np.float32)
