@@ -132,6 +132,18 @@ py::object RecordToResponse(ResponseRecord& record, py::handle model, py::handle
                NewRef(Py_None), PyBool_FromLong(record.final())});
 }
 
+bool FinalAndError(PyObject* response, bool* final, PyObject** error) {
+  if (classes == nullptr || Py_TYPE(response) != classes->response.type) return false;
+  // InferenceResponse(model, request_id, parameters, outputs, error,
+  // classification_label, final)
+  PyObject* is_final = SlotValue(classes->response, response, 6);
+  PyObject* held = SlotValue(classes->response, response, 4);
+  if (is_final == nullptr || held == nullptr || !PyBool_Check(is_final)) return false;
+  *final = is_final == Py_True;
+  *error = held;
+  return true;
+}
+
 void RegisterResponseObjects(py::module_& m) {
   m.def(
       "set_response_classes",

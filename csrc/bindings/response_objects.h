@@ -23,6 +23,11 @@ namespace tritonpy {
 pybind11::object RecordToResponse(ResponseRecord& record, pybind11::handle model,
                                   pybind11::handle request_id);
 
+// Reads `final` and `error` (borrowed) of `response` from their slots when it
+// is an InferenceResponse of the registered class with both set; false
+// otherwise (the caller reads the attributes). With the GIL.
+bool FinalAndError(PyObject* response, bool* final, PyObject** error);
+
 void RegisterResponseObjects(pybind11::module_& m);
 
 }  // namespace tritonpy

@@ -13,6 +13,7 @@
 #include <cstddef>
 
 #include "bindings/request.h"
+#include "bindings/response_objects.h"
 #include "pyinterop/fastcall.h"
 
 namespace py = pybind11;
@@ -107,16 +108,26 @@ PyObject* RaiseTaken(PyObject* response) {
 // of returning it.
 PyObject* Deliver(StreamObject* self, PyObject* response) {
   if (response == nullptr) return nullptr;
-  PyObject* final = PyObject_GetAttr(response, final_name);
-  const int is_final = final == nullptr ? -1 : PyObject_IsTrue(final);
-  Py_XDECREF(final);
-  if (is_final < 0) {
-    Py_DECREF(response);
-    return nullptr;
+  bool is_final = false;
+  PyObject* error = nullptr;                         // a new reference once read
+  if (FinalAndError(response, &is_final, &error)) {  // the binding's own response: its slots
+    Py_INCREF(error);
+  } else {
+    PyObject* final = PyObject_GetAttr(response, final_name);
+    const int truth = final == nullptr ? -1 : PyObject_IsTrue(final);
+    Py_XDECREF(final);
+    if (truth < 0) {
+      Py_DECREF(response);
+      return nullptr;
+    }
+    is_final = truth != 0;
   }
   if (is_final) self->complete = 1;
-  if (!self->raise_on_error) return response;
-  PyObject* error = PyObject_GetAttr(response, error_name);
+  if (!self->raise_on_error) {
+    Py_XDECREF(error);
+    return response;
+  }
+  if (error == nullptr) error = PyObject_GetAttr(response, error_name);
   if (error == nullptr) {
     Py_DECREF(response);
     return nullptr;
