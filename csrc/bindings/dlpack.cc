@@ -246,10 +246,11 @@ py::object TensorDlpackMethod(py::object tensor, py::object buffer, py::object f
     if (v >= e->devices.size()) e->devices.resize(v + 1, -1);
     e->devices[v] = value.cast<int>();
   }
-  PyObject* method = PyDescr_NewMethod(e->tensor.type, &tensor_dlpack_def);
-  if (method == nullptr) throw py::error_already_set();
+  auto method = py::reinterpret_steal<py::object>(
+      pyinterop::MethodOf(e->tensor.cls.ptr(), &tensor_dlpack_def));
+  if (!method) throw py::error_already_set();
   tensor_export = e;  // a later call (a reloaded module) replaces it; the old one stays
-  return py::reinterpret_steal<py::object>(method);
+  return method;
 }
 
 // Owns an imported DLManagedTensor; its deleter runs when this object dies.

@@ -274,27 +274,32 @@ PyObject* Intern(const char* name) {
   return s;
 }
 
-// ---- Model.infer ----------------------------------------------------------------
+// ---- The fast path: send_inputs and Model.infer -----------------------------------
 //
-// tritonserver._model sets Model.infer to a method of this binding
-// (model_infer_method), for `model.infer(inputs={name: array, ...})`, the
-// call of nearly every synchronous program: it makes the checks of
-// tritonserver._submit.send_inputs, sends with send_arrays and returns the
-// ResponseIterator as `_sent` makes it, with no Python frame. Every other
-// call, and this one whenever a check fails (a trace may sample it, an
-// allocator was put in default_memory_allocators, the server is stopped, an
-// input is not such an array), goes to the Python method it replaced,
-// which stays the one answer to them.
+// tritonserver._submit.send_inputs is this binding's function (inputs_sender):
+// `model.infer(inputs={name: array, ...})` and `model.async_infer(...)` at
+// their fastest, the checks that they may take it (default allocators as
+// shipped, no trace that may sample, a started server) and the send with
+// send_arrays, in one place. tritonserver._model sets Model.infer to a method
+// of this binding (model_infer_method) that does the same and returns the
+// ResponseIterator as `_sent` makes it, with no Python frame: the call of
+// nearly every synchronous program. Every other call, and this one whenever
+// a check fails, goes to the Python method it replaced, which stays the one
+// answer to them.
+
+struct FastPath {
+  py::object defaults;  // tritonserver.default_memory_allocators
+  // Interned names: Model.infer's keyword, and what the checks read.
+  py::object inputs, as_shipped, server, registries, made_tracing, active, name, version;
+};
 
 struct ModelInfer {
   py::object fallback;  // the Python Model.infer
   py::object iterator;  // ResponseIterator
-  py::object defaults;  // tritonserver.default_memory_allocators
-  // Interned names: the keyword, and what the checks read.
-  py::object inputs, as_shipped, server, registries, made_tracing, active, name, version;
 };
 
-ModelInfer* model_infer = nullptr;  // kept for the process
+FastPath* fast_path = nullptr;      // kept for the process (inputs_sender)
+ModelInfer* model_infer = nullptr;  // kept for the process (model_infer_method)
 
 // getattr(o, name), or null with no error set.
 py::object Attribute(PyObject* o, const py::object& name) {
@@ -303,49 +308,64 @@ py::object Attribute(PyObject* o, const py::object& name) {
   return py::reinterpret_steal<py::object>(value);
 }
 
-// The iterator of `inputs` sent the fastest way; null with an error set when
-// sending failed, null with none when the Python method should take the call.
-PyObject* InferInputs(const ModelInfer& f, PyObject* model, PyObject* inputs) {
-  if (!PyDict_CheckExact(inputs)) return nullptr;
+// The binding's request of `inputs` for `model`, sent, when the fast path
+// may take it; None (nothing sent) when not; null with an error set when
+// sending failed. A new reference.
+PyObject* SendInputs(const FastPath& f, PyObject* model, PyObject* inputs) {
+  if (!PyDict_CheckExact(inputs)) Py_RETURN_NONE;
   py::object shipped = Attribute(f.defaults.ptr(), f.as_shipped);
-  if (shipped.ptr() != Py_True) return nullptr;
+  if (shipped.ptr() != Py_True) Py_RETURN_NONE;
   py::object server = Attribute(model, f.server);
-  if (!server) return nullptr;
+  if (!server) Py_RETURN_NONE;
   py::object registries = Attribute(server.ptr(), f.registries);
   py::object tracing = registries ? Attribute(registries.ptr(), f.made_tracing) : py::object();
-  if (!tracing) return nullptr;
+  if (!tracing) Py_RETURN_NONE;
   if (!tracing.is_none()) {
     py::object active = Attribute(tracing.ptr(), f.active);
-    if (active.ptr() != Py_False) return nullptr;
+    if (active.ptr() != Py_False) Py_RETURN_NONE;
   }
-  py::object handle = Attribute(server.ptr(), f.server);  // None once stopped
+  // A stopped server's handle is None: the general path raises its error.
+  py::object handle = Attribute(server.ptr(), f.server);
   py::object name = Attribute(model, f.name);
   py::object version = Attribute(model, f.version);
-  if (!handle || handle.is_none() || !name || !version) return nullptr;
-  PyObject* request = SendArrayInputs(handle.ptr(), name.ptr(), version.ptr(), inputs);
-  if (request == Py_None) {
-    Py_DECREF(request);
-    return nullptr;
-  }
-  if (request == nullptr) return nullptr;
-  PyObject* args[] = {model, request, Py_True};
-  PyObject* iterator = Sent(f.iterator.ptr(), args, 3);
-  Py_DECREF(request);  // the iterator holds it (or, on failure, dropping it cancels it)
-  return iterator;
+  if (!handle || handle.is_none() || !name || !version) Py_RETURN_NONE;
+  return SendArrayInputs(handle.ptr(), name.ptr(), version.ptr(), inputs);
 }
+
+// send_inputs(model, inputs, /)
+PyObject* SendInputsFunction(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!pyinterop::ArgumentCount("send_inputs", nargs, 2, 2)) return nullptr;
+  return SendInputs(*fast_path, args[0], args[1]);
+}
+
+PyMethodDef send_inputs_def = {
+    "send_inputs", pyinterop::AsMethod(&SendInputsFunction), METH_FASTCALL,
+    "send_inputs(model, inputs, /)\n--\n\n"
+    "Model.infer(inputs=...) at its fastest: when `inputs` is a dict of numpy arrays the "
+    "binding reads in place, no allocator was put in default_memory_allocators and no trace "
+    "may sample it, the binding's request made, filled and sent in one call; else None, and "
+    "nothing was sent."};
 
 // Model.infer(self, inference_request=None, raise_on_error=True, **kwargs)
 PyObject* ModelInferMethod(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                            PyObject* kwnames) {
-  const ModelInfer& f = *model_infer;
+  const FastPath& f = *fast_path;
+  const ModelInfer& m = *model_infer;
   if (nargs == 0 && kwnames != nullptr && PyTuple_GET_SIZE(kwnames) == 1) {
     PyObject* keyword = PyTuple_GET_ITEM(kwnames, 0);
     if (keyword == f.inputs.ptr() || PyUnicode_Compare(keyword, f.inputs.ptr()) == 0) {
-      PyObject* iterator = InferInputs(f, self, args[0]);
-      if (iterator != nullptr || PyErr_Occurred()) return iterator;
+      PyObject* request = SendInputs(f, self, args[0]);
+      if (request == nullptr) return nullptr;
+      if (request != Py_None) {
+        PyObject* sent_args[] = {self, request, Py_True};
+        PyObject* iterator = Sent(m.iterator.ptr(), sent_args, 3);
+        Py_DECREF(request);  // the iterator holds it (or, on failure, dropping it cancels it)
+        return iterator;
+      }
+      Py_DECREF(request);
     }
   }
-  return pyinterop::CallWithSelf(f.fallback.ptr(), self, args, nargs, kwnames);
+  return pyinterop::CallWithSelf(m.fallback.ptr(), self, args, nargs, kwnames);
 }
 
 PyMethodDef model_infer_def = {
@@ -353,22 +373,31 @@ PyMethodDef model_infer_def = {
     "infer($self, /, inference_request=None, raise_on_error=True, **kwargs)\n--\n\n"
     "Send a request; returns an iterator over its responses."};
 
-// model_infer_method(model, fallback, iterator, defaults)
-py::object ModelInferMethodFor(py::object model, py::object fallback, py::object iterator,
-                               py::object defaults) {
+// inputs_sender(defaults)
+py::object InputsSender(py::object defaults, py::module_ m) {
+  auto name = [](const char* s) { return py::reinterpret_steal<py::object>(Intern(s)); };
+  auto* f = new FastPath{std::move(defaults), name("inputs"),      name("as_shipped"),
+                         name("_server"),     name("_registries"), name("made_tracing"),
+                         name("active"),      name("name"),        name("version")};
+  PyObject* function = PyCFunction_NewEx(&send_inputs_def, nullptr, m.attr("__name__").ptr());
+  if (function == nullptr) throw py::error_already_set();
+  fast_path = f;  // a later call (a reloaded module) replaces it; the old one stays
+  return py::reinterpret_steal<py::object>(function);
+}
+
+// model_infer_method(model, fallback, iterator)
+py::object ModelInferMethodFor(py::object model, py::object fallback, py::object iterator) {
+  if (fast_path == nullptr) {
+    throw py::type_error("inputs_sender() must make send_inputs before Model.infer");
+  }
   if (!PyType_Check(model.ptr()) || !PyType_Check(iterator.ptr())) {
     throw py::type_error("model and iterator must be classes");
   }
-  auto name = [](const char* s) { return py::reinterpret_steal<py::object>(Intern(s)); };
-  auto* f = new ModelInfer{std::move(fallback), std::move(iterator),  std::move(defaults),
-                           name("inputs"),      name("as_shipped"),   name("_server"),
-                           name("_registries"), name("made_tracing"), name("active"),
-                           name("name"),        name("version")};
-  PyObject* method =
-      PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(model.ptr()), &model_infer_def);
-  if (method == nullptr) throw py::error_already_set();
-  model_infer = f;  // a later call (a reloaded module) replaces it; the old one stays
-  return py::reinterpret_steal<py::object>(method);
+  auto method =
+      py::reinterpret_steal<py::object>(pyinterop::MethodOf(model.ptr(), &model_infer_def));
+  if (!method) throw py::error_already_set();
+  model_infer = new ModelInfer{std::move(fallback), std::move(iterator)};  // as fast_path
+  return method;
 }
 
 }  // namespace
@@ -387,11 +416,16 @@ void RegisterResponseStream(py::module_& m) {
   if (!sync) throw py::error_already_set();
   m.add_object("ResponseStream", base);
   m.add_object("SyncResponseStream", sync);
+  m.def(
+      "inputs_sender", [m](py::object defaults) { return InputsSender(std::move(defaults), m); },
+      py::arg("defaults"),
+      "send_inputs, the fast path's sender (tritonserver._submit); `defaults`: "
+      "tritonserver.default_memory_allocators.");
   m.def("model_infer_method", &ModelInferMethodFor, py::arg("model"), py::arg("fallback"),
-        py::arg("iterator"), py::arg("defaults"),
-        "Model.infer in C for `model` (the class): its fastest case, sent with send_arrays, "
-        "returns an `iterator` (ResponseIterator) as _sent makes it; `fallback` (the Python "
-        "method) takes every other call. `defaults`: tritonserver.default_memory_allocators.");
+        py::arg("iterator"),
+        "Model.infer in C for `model` (the class): send_inputs, then an `iterator` "
+        "(ResponseIterator) as _sent makes it; `fallback` (the Python method) takes every "
+        "other call. After inputs_sender.");
 }
 
 }  // namespace tritonpy

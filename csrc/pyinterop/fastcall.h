@@ -48,4 +48,14 @@ inline bool ArgumentCount(const char* name, Py_ssize_t nargs, Py_ssize_t min, Py
   return false;
 }
 
+// `def` as a method of `type` (a class): the method descriptor the caller sets
+// on it in place of a Python method; null with the error set.
+inline PyObject* MethodOf(PyObject* type, PyMethodDef* def) {
+  if (!PyType_Check(type)) {
+    PyErr_SetString(PyExc_TypeError, "expected a class");
+    return nullptr;
+  }
+  return PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(type), def);
+}
+
 }  // namespace pyinterop

@@ -11,7 +11,6 @@ from tritonserver._datatypes import from_config_name
 from tritonserver._enums import DataType, ModelBatchFlag, ModelTxnPropertyFlag
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._iterators import AsyncResponseIterator, ResponseIterator
-from tritonserver._memory import default_memory_allocators
 from tritonserver._request import InferenceRequest, model_submission
 from tritonserver._submit import RequestSpec, send_inputs, sent, submission
 
@@ -118,13 +117,10 @@ def send(model: Model, spec: RequestSpec, asynchronous: bool,
 
 
 # Model.infer(inputs=...) is what nearly every synchronous program calls: the
-# binding's method (csrc/bindings/response_stream.cc) sends it as
-# send_inputs would, with no Python frame, and hands every other call to the
-# method above, which stays the one answer to them. It reads what
-# send_inputs reads: the model's server, name and version, the server's
-# handle and trace settings, and default_memory_allocators.as_shipped.
-setattr(Model, "infer", _bindings.model_infer_method(Model, Model.infer, ResponseIterator,
-                                                     default_memory_allocators))
+# binding's method (csrc/bindings/response_stream.cc) sends it with
+# send_inputs and makes its iterator with no Python frame, and hands every
+# other call to the method above, which stays the one answer to them.
+setattr(Model, "infer", _bindings.model_infer_method(Model, Model.infer, ResponseIterator))
 
 
 class ModelDictionary(dict[tuple[str, int], Model]):

@@ -20,7 +20,6 @@ from tritonserver._memory import default_for
 from tritonserver._memory import default_memory_allocators as _defaults
 from tritonserver._tensor import Tensor, parse_device
 
-_send_arrays = _bindings.InferenceRequest.send_arrays  # the fast path's one call, found once
 
 if TYPE_CHECKING:
     from tritonserver._model import Model
@@ -137,19 +136,14 @@ def inputs_submission(model: "Model", inputs: Any) -> Submission:
     return request, None, None
 
 
-def send_inputs(model: "Model", inputs: Any) -> Any:
-    """``Model.infer(inputs=...)`` at its fastest: when ``inputs`` is a dict
-    of numpy arrays the binding reads in place, no allocator was put in
-    tritonserver.default_memory_allocators and no trace may sample it, the
-    binding's request, made, filled and sent in one call; else None, and
-    nothing was sent (the caller takes ``inputs_submission``)."""
-    if type(inputs) is not dict or not _defaults.as_shipped:
-        return None
-    server = model._server
-    tracing = server._registries.made_tracing  # active_tracing(), without its call
-    if tracing is not None and tracing.active:
-        return None
-    return _send_arrays(server._handle(), model.name, model.version, inputs)
+# ``Model.infer(inputs=...)`` at its fastest: when ``inputs`` is a dict of
+# numpy arrays the binding reads in place, no allocator was put in
+# tritonserver.default_memory_allocators and no trace may sample it, the
+# binding's request, made, filled and sent in one call; else None, and
+# nothing was sent (the caller takes ``inputs_submission``). The binding's
+# function (csrc/bindings/response_stream.cc), which Model.infer's own C
+# method calls too: the checks are written once.
+send_inputs = _bindings.inputs_sender(_defaults)
 
 
 def mark(spec: RequestSpec, *marks: tuple[str, int]) -> None:
