@@ -14,6 +14,7 @@
 namespace tritonpy {
 
 using Error = pyinterop::Error;
+using pyinterop::CString;
 
 // Owns a TRITONSERVER_Error*; deletes it unless released.
 class ErrorPtr {

@@ -68,14 +68,14 @@ void Request::AddInput(Input input, py::object owner) {
 // Applies everything recorded to a fresh core request.
 void Request::Fill(TRITONSERVER_InferenceRequest* r) const {
   const CoreApi& api = Core();
-  if (id_) Check(TRITON_FN(TRITONSERVER_InferenceRequestSetId)(r, id_->c_str()));
+  if (id_) Check(TRITON_FN(TRITONSERVER_InferenceRequestSetId)(r, CString(*id_, "request id")));
   if (flags_) Check(TRITON_FN(TRITONSERVER_InferenceRequestSetFlags)(r, flags_));
   if (correlation_id_) {
     if (const auto* n = std::get_if<uint64_t>(&*correlation_id_)) {
       Check(TRITON_FN(TRITONSERVER_InferenceRequestSetCorrelationId)(r, *n));
     } else {
       Check(TRITON_FN(TRITONSERVER_InferenceRequestSetCorrelationIdString)(
-          r, std::get<std::string>(*correlation_id_).c_str()));
+          r, CString(std::get<std::string>(*correlation_id_), "correlation id")));
     }
   }
   if (priority_) Check(TRITON_FN(TRITONSERVER_InferenceRequestSetPriorityUInt64)(r, priority_));
@@ -83,7 +83,7 @@ void Request::Fill(TRITONSERVER_InferenceRequest* r) const {
     Check(TRITON_FN(TRITONSERVER_InferenceRequestSetTimeoutMicroseconds)(r, timeout_us_));
   }
   for (const auto& [key, value] : parameters_) {
-    const char* k = key.c_str();
+    const char* k = CString(key, "parameter name");
     std::visit(
         [&](const auto& v) {
           using T = std::decay_t<decltype(v)>;
@@ -94,7 +94,8 @@ void Request::Fill(TRITONSERVER_InferenceRequest* r) const {
           } else if constexpr (std::is_same_v<T, double>) {
             Check(TRITON_FN(TRITONSERVER_InferenceRequestSetDoubleParameter)(r, k, v));
           } else if constexpr (std::is_same_v<T, std::string>) {
-            Check(TRITON_FN(TRITONSERVER_InferenceRequestSetStringParameter)(r, k, v.c_str()));
+            Check(TRITON_FN(TRITONSERVER_InferenceRequestSetStringParameter)(
+                r, k, CString(v, "parameter value")));
           } else {
             throw Error(TRITONSERVER_ERROR_INVALID_ARG,
                         "request parameter '" + key + "' cannot be bytes");
@@ -103,7 +104,7 @@ void Request::Fill(TRITONSERVER_InferenceRequest* r) const {
         value);
   }
   for (const Input& in : inputs_) {
-    Check(api.TRITONSERVER_InferenceRequestAddInput(r, in.name.c_str(),
+    Check(api.TRITONSERVER_InferenceRequestAddInput(r, CString(in.name, "input name"),
                                                     static_cast<TRITONSERVER_DataType>(in.datatype),
                                                     in.shape.data(), in.shape.size()));
     Check(api.TRITONSERVER_InferenceRequestAppendInputData(
@@ -111,7 +112,8 @@ void Request::Fill(TRITONSERVER_InferenceRequest* r) const {
         static_cast<TRITONSERVER_MemoryType>(in.memory_type), in.memory_type_id));
   }
   for (const std::string& name : outputs_) {
-    Check(TRITON_FN(TRITONSERVER_InferenceRequestAddRequestedOutput)(r, name.c_str()));
+    Check(TRITON_FN(TRITONSERVER_InferenceRequestAddRequestedOutput)(r,
+                                                                     CString(name, "output name")));
   }
 }
 
@@ -149,7 +151,8 @@ void Request::Send() {
   if (!server) throw Error(TRITONSERVER_ERROR_UNAVAILABLE, "the server is stopped");
 
   TRITONSERVER_InferenceRequest* r = nullptr;
-  Check(TRITON_FN(TRITONSERVER_InferenceRequestNew)(&r, server->get(), model_.c_str(), version_));
+  Check(TRITON_FN(TRITONSERVER_InferenceRequestNew)(&r, server->get(),
+                                                    CString(model_, "model name"), version_));
   struct Unsubmitted {  // deletes the core request unless the core took it
     TRITONSERVER_InferenceRequest* r;
     ~Unsubmitted() {

@@ -234,13 +234,14 @@ class ParameterList {
       TRITONSERVER_Parameter* p = std::visit(
           [&, &name = name](const auto& v) -> TRITONSERVER_Parameter* {
             using T = std::decay_t<decltype(v)>;
-            const char* n = name.c_str();
+            const char* n = CString(name, "parameter name");
             if constexpr (std::is_same_v<T, bool>) {
               return api.TRITONSERVER_ParameterNew(n, TRITONSERVER_PARAMETER_BOOL, &v);
             } else if constexpr (std::is_same_v<T, int64_t>) {
               return api.TRITONSERVER_ParameterNew(n, TRITONSERVER_PARAMETER_INT, &v);
             } else if constexpr (std::is_same_v<T, std::string>) {
-              return api.TRITONSERVER_ParameterNew(n, TRITONSERVER_PARAMETER_STRING, v.c_str());
+              return api.TRITONSERVER_ParameterNew(n, TRITONSERVER_PARAMETER_STRING,
+                                                   CString(v, "parameter value"));
             } else if constexpr (std::is_same_v<T, pyinterop::ParameterBytes>) {
               return api.TRITONSERVER_ParameterBytesNew(n, v.data.data(), v.data.size());
             } else {
@@ -300,8 +301,8 @@ void RegisterServer(py::module_& m) {
           "model_is_ready",
           [](S s, Name name, int64_t version) {
             bool ready = false;
-            Check(
-                TRITON_FN(TRITONSERVER_ServerModelIsReady)(s.Raw(), name.c_str(), version, &ready));
+            Check(TRITON_FN(TRITONSERVER_ServerModelIsReady)(s.Raw(), CString(name, "model name"),
+                                                             version, &ready));
             return ready;
           },
           py::arg("name"), py::arg("version"))
@@ -314,8 +315,8 @@ void RegisterServer(py::module_& m) {
           "model_metadata",
           [](S s, Name name, int64_t version) {
             return MessageJson([&](auto* msg) {
-              return TRITON_FN(TRITONSERVER_ServerModelMetadata)(s.Raw(), name.c_str(), version,
-                                                                 msg);
+              return TRITON_FN(TRITONSERVER_ServerModelMetadata)(
+                  s.Raw(), CString(name, "model name"), version, msg);
             });
           },
           py::arg("name"), py::arg("version"))
@@ -323,8 +324,8 @@ void RegisterServer(py::module_& m) {
           "model_config",
           [](S s, Name name, int64_t version, uint32_t config_version) {
             return MessageJson([&](auto* msg) {
-              return TRITON_FN(TRITONSERVER_ServerModelConfig)(s.Raw(), name.c_str(), version,
-                                                               config_version, msg);
+              return TRITON_FN(TRITONSERVER_ServerModelConfig)(s.Raw(), CString(name, "model name"),
+                                                               version, config_version, msg);
             });
           },
           py::arg("name"), py::arg("version"), py::arg("config_version"))
@@ -332,8 +333,8 @@ void RegisterServer(py::module_& m) {
           "model_statistics",
           [](S s, Name name, int64_t version) {
             return MessageJson([&](auto* msg) {
-              return TRITON_FN(TRITONSERVER_ServerModelStatistics)(s.Raw(), name.c_str(), version,
-                                                                   msg);
+              return TRITON_FN(TRITONSERVER_ServerModelStatistics)(
+                  s.Raw(), CString(name, "model name"), version, msg);
             });
           },
           py::arg("name"), py::arg("version"))
@@ -350,8 +351,8 @@ void RegisterServer(py::module_& m) {
           [](S s, Name name, int64_t version) {
             uint32_t flags = 0;
             void* unused = nullptr;
-            Check(TRITON_FN(TRITONSERVER_ServerModelBatchProperties)(s.Raw(), name.c_str(), version,
-                                                                     &flags, &unused));
+            Check(TRITON_FN(TRITONSERVER_ServerModelBatchProperties)(
+                s.Raw(), CString(name, "model name"), version, &flags, &unused));
             return flags;
           },
           py::arg("name"), py::arg("version"))
@@ -361,7 +362,7 @@ void RegisterServer(py::module_& m) {
             uint32_t flags = 0;
             void* unused = nullptr;
             Check(TRITON_FN(TRITONSERVER_ServerModelTransactionProperties)(
-                s.Raw(), name.c_str(), version, &flags, &unused));
+                s.Raw(), CString(name, "model name"), version, &flags, &unused));
             return flags;
           },
           py::arg("name"), py::arg("version"))
@@ -377,10 +378,11 @@ void RegisterServer(py::module_& m) {
             // Loading runs the backend's initialization: seconds, other threads.
             py::gil_scoped_release unlocked;
             if (list.size() == 0) {
-              Check(TRITON_FN(TRITONSERVER_ServerLoadModel)(handle->get(), name.c_str()));
+              Check(TRITON_FN(TRITONSERVER_ServerLoadModel)(handle->get(),
+                                                            CString(name, "model name")));
             } else {
               Check(TRITON_FN(TRITONSERVER_ServerLoadModelWithParameters)(
-                  handle->get(), name.c_str(), list.data(), list.size()));
+                  handle->get(), CString(name, "model name"), list.data(), list.size()));
             }
           },
           py::arg("name"), py::arg("parameters") = py::none(),
@@ -391,10 +393,11 @@ void RegisterServer(py::module_& m) {
             auto handle = s.Handle();
             py::gil_scoped_release unlocked;  // unloading waits on the model's threads
             if (dependents) {
-              Check(TRITON_FN(TRITONSERVER_ServerUnloadModelAndDependents)(handle->get(),
-                                                                           name.c_str()));
+              Check(TRITON_FN(TRITONSERVER_ServerUnloadModelAndDependents)(
+                  handle->get(), CString(name, "model name")));
             } else {
-              Check(TRITON_FN(TRITONSERVER_ServerUnloadModel)(handle->get(), name.c_str()));
+              Check(TRITON_FN(TRITONSERVER_ServerUnloadModel)(handle->get(),
+                                                              CString(name, "model name")));
             }
           },
           py::arg("name"), py::arg("unload_dependents") = false)
@@ -414,7 +417,8 @@ void RegisterServer(py::module_& m) {
             ParameterList list(items);
             py::gil_scoped_release unlocked;  // reads the repository from disk
             Check(TRITON_FN(TRITONSERVER_ServerRegisterModelRepository)(
-                handle->get(), path.c_str(), list.data(), static_cast<uint32_t>(list.size())));
+                handle->get(), CString(path, "repository path"), list.data(),
+                static_cast<uint32_t>(list.size())));
           },
           py::arg("path"), py::arg("name_mapping"))
       .def(
@@ -422,8 +426,8 @@ void RegisterServer(py::module_& m) {
           [](S s, Name path) {
             auto handle = s.Handle();
             py::gil_scoped_release unlocked;
-            Check(TRITON_FN(TRITONSERVER_ServerUnregisterModelRepository)(handle->get(),
-                                                                          path.c_str()));
+            Check(TRITON_FN(TRITONSERVER_ServerUnregisterModelRepository)(
+                handle->get(), CString(path, "repository path")));
           },
           py::arg("path"))
       .def(

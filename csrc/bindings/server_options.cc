@@ -30,7 +30,7 @@ struct Arg {
 template <>
 struct Arg<const char*> {
   using Py = std::string;
-  static const char* ToC(const Py& v) { return v.c_str(); }
+  static const char* ToC(const Py& v) { return CString(v, "option text"); }
 };
 template <typename C>
 struct Arg<C, std::enable_if_t<std::is_enum_v<C>>> {

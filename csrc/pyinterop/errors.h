@@ -27,6 +27,7 @@
 namespace pyinterop {
 
 using Error = tritonserver::backend::Error;
+using tritonserver::backend::CString;
 
 struct Failure {
   TRITONSERVER_Error_Code code;

@@ -83,6 +83,42 @@ def test_bad_request_arguments(server):
     assert_still_serving(server)
 
 
+# The core reads names as C strings, which end at a NUL: "INPUT0\0x" would
+# reach it as "INPUT0", and a model name in a URL as another model's.
+NUL_TEXT = {
+    "input name, array (the fast path)": lambda m: list(m.infer(inputs={"INPUT0\0x": np.zeros(2, np.float32)})),
+    "input name, request object": lambda m: list(m.infer(m.create_request(inputs={"INPUT0\0": np.zeros(2, np.float32)}))),
+    "input name, list": lambda m: list(m.infer(inputs={"INPUT0\0": [1.0, 2.0]})),
+    "parameter name": lambda m: list(m.infer(inputs={"INPUT0": np.zeros(2, np.float32)}, parameters={"k\0": 1})),
+    "parameter value": lambda m: list(m.infer(inputs={"INPUT0": np.zeros(2, np.float32)}, parameters={"k": "v\0w"})),
+    "request id": lambda m: list(m.infer(inputs={"INPUT0": np.zeros(2, np.float32)}, request_id="a\0b")),
+    "correlation id": lambda m: list(m.infer(inputs={"INPUT0": np.zeros(2, np.float32)}, correlation_id="a\0b")),
+}
+
+
+@pytest.mark.parametrize("what", list(NUL_TEXT))
+def test_text_holding_a_nul_is_refused_not_cut(server, what):
+    with pytest.raises(tritonserver.InvalidArgumentError, match="holds a NUL character"):
+        NUL_TEXT[what](server.model("identity_fp32"))
+    assert_still_serving(server)
+
+
+def test_names_holding_a_nul_are_refused_by_the_server_calls(explicit_server, tmp_path):
+    s = explicit_server
+    s.load("identity_fp32")
+    cut = "identity_fp32\0x"  # the core would read "identity_fp32"
+    for call in (lambda: s.model(cut).metadata(), lambda: s.model(cut).ready(),
+                 lambda: list(s.model(cut).infer(inputs={"INPUT0": np.zeros(2, np.float32)})),
+                 lambda: s.load(cut), lambda: s.unload(cut),
+                 lambda: s.load("identity_fp32", parameters={"config": "{}\0"}),
+                 lambda: s.register_model_repository(str(tmp_path) + "\0x")):
+        with pytest.raises(tritonserver.InvalidArgumentError, match="holds a NUL character"):
+            call()
+    assert s.model("identity_fp32").ready()  # the unload above did not reach it
+    with pytest.raises(tritonserver.InvalidArgumentError, match="holds a NUL character"):
+        tritonserver.Server(model_repository=str(tmp_path) + "\0x").start()
+
+
 def test_unsupported_dlpack_of_bytes():
     t = tritonserver.Tensor.from_bytes_array([b"a"])
     with pytest.raises(tritonserver.UnsupportedError):

@@ -206,7 +206,8 @@ void RequestHandle::UpdateStates(py::handle states) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const OutputItem& item : parsed) {
     TRITONBACKEND_State* state = nullptr;
-    tb::Check(TRITONBACKEND_StateNew(&state, request_->handle(), item.name.c_str(), item.dtype,
+    tb::Check(TRITONBACKEND_StateNew(&state, request_->handle(),
+                                     tb::CString(item.name, "state name"), item.dtype,
                                      item.shape.data(), static_cast<uint32_t>(item.shape.size())));
     const auto size = static_cast<uint64_t>(item.data.view.len);
     void* buffer = nullptr;

@@ -50,6 +50,18 @@ class Error : public std::exception {
   std::string message_;
 };
 
+// `text` as the C string a core function takes. The core reads a name up
+// to its first NUL character, so text holding one would name something
+// else (an input "IN\0X" would be taken as "IN"): such text is refused, as
+// an invalid argument that says which `what` ("input name", ...) it was.
+inline const char* CString(const std::string& text, const char* what) {
+  if (text.find('\0') == std::string::npos) return text.c_str();
+  std::string shown;
+  for (char c : text) shown += c == '\0' ? std::string("\\x00") : std::string(1, c);
+  throw Error::InvalidArgument(std::string(what) + " '" + shown +
+                               "' holds a NUL character, where the core's text ends");
+}
+
 namespace detail {
 
 struct ErrorDeleter {

@@ -81,8 +81,8 @@ class Response {
       size = ElementCount(shape) * ElementByteSize(dtype);
     }
     TRITONBACKEND_Output* output = nullptr;
-    Check(TRITONBACKEND_ResponseOutput(handle_, &output, name.c_str(), dtype, shape.data(),
-                                       static_cast<uint32_t>(shape.size())));
+    Check(TRITONBACKEND_ResponseOutput(handle_, &output, CString(name, "output name"), dtype,
+                                       shape.data(), static_cast<uint32_t>(shape.size())));
     void* buffer = nullptr;
     TRITONSERVER_MemoryType type = TRITONSERVER_MEMORY_CPU;
     int64_t type_id = 0;
@@ -128,19 +128,21 @@ class Response {
 
   void SetStringParameter(const std::string& name, const std::string& value) {
     RequireOpen();
-    Check(TRITONBACKEND_ResponseSetStringParameter(handle_, name.c_str(), value.c_str()));
+    Check(TRITONBACKEND_ResponseSetStringParameter(handle_, CString(name, "parameter name"),
+                                                   CString(value, "parameter value")));
   }
   void SetIntParameter(const std::string& name, int64_t value) {
     RequireOpen();
-    Check(TRITONBACKEND_ResponseSetIntParameter(handle_, name.c_str(), value));
+    Check(TRITONBACKEND_ResponseSetIntParameter(handle_, CString(name, "parameter name"), value));
   }
   void SetBoolParameter(const std::string& name, bool value) {
     RequireOpen();
-    Check(TRITONBACKEND_ResponseSetBoolParameter(handle_, name.c_str(), value));
+    Check(TRITONBACKEND_ResponseSetBoolParameter(handle_, CString(name, "parameter name"), value));
   }
   void SetDoubleParameter(const std::string& name, double value) {
     RequireOpen();
-    Check(TRITONBACKEND_ResponseSetDoubleParameter(handle_, name.c_str(), value));
+    Check(
+        TRITONBACKEND_ResponseSetDoubleParameter(handle_, CString(name, "parameter name"), value));
   }
 
   // Sends the response. `final` (the default) makes it the request's last
@@ -259,6 +261,7 @@ class Request {
   }
 
   bool HasInput(const std::string& name) const {
+    if (name.find('\0') != std::string::npos) return false;  // no input's name holds one
     TRITONBACKEND_Input* input = nullptr;
     TRITONSERVER_Error* error = TRITONBACKEND_RequestInput(handle_, name.c_str(), &input);
     detail::ErrorPtr owned(error);
@@ -267,7 +270,8 @@ class Request {
 
   InputTensor Input(const std::string& name) const {
     TRITONBACKEND_Input* input = nullptr;
-    if (TRITONSERVER_Error* error = TRITONBACKEND_RequestInput(handle_, name.c_str(), &input)) {
+    if (TRITONSERVER_Error* error =
+            TRITONBACKEND_RequestInput(handle_, CString(name, "input name"), &input)) {
       detail::ErrorPtr owned(error);
       throw Error::InvalidArgument("the request has no input '" + name + "'");
     }
