@@ -122,6 +122,10 @@ namespace {
 // threads). So they are kept, and deleted once the core has released
 // every request (DeleteIdleKeptServers, called at interpreter exit).
 // Never destroyed: backend threads may still reach them during exit.
+// Where it can, the package does not let the core's stop give up (its
+// EXPLICIT-mode stop keeps a busy server running, and frees it once the
+// model index shows every model gone: tritonserver._control.teardown), as
+// a stopped core no longer says when the thread deleting a model is done.
 struct KeptServers {
   std::mutex mutex;
   std::vector<std::shared_ptr<ServerHandle>> servers;
@@ -289,6 +293,12 @@ void RegisterServer(py::module_& m) {
            "Stops the core; models_gone: every model was seen unloaded with no request in "
            "flight, so the core need not wait for anything; exit_timeout_s: how long the core "
            "may wait for what is left (default: the server's exit timeout).")
+      .def(
+          "abandon_unfinished",
+          [](S s, const std::string& message) { return s.Handle()->AbandonUnfinished(message); },
+          py::arg("message"),
+          "Ends every unfinished request of this server for its reader, with UnavailableError "
+          "and message (the core may still run it, unseen); returns how many.")
       .def(
           "in_flight", [](S s) { return s.Handle()->in_flight()->load(); },
           "Requests sent through this binding that the core has not yet released and deleted.")

@@ -151,8 +151,8 @@ GIVE_UP = textwrap.dedent("""
     # them). A process that exits under such work can abort inside the core
     # (docs/reliability.md, known limits), so wait for the core to release
     # them first, as the exit handler does for exit_timeout.
-    from tritonserver._c import triton_bindings
-    print("BUSY", triton_bindings.Server.delete_idle_kept_servers(60.0))
+    from tritonserver._control import teardown
+    print("BUSY", teardown.finish_kept_servers(60.0))
 """)
 
 

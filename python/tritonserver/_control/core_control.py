@@ -46,6 +46,9 @@ REPLACED_MODEL_GRACE_S = 1.0
 
 LoadPlan = list[tuple[str, Optional[dict[str, Any]]]]
 
+# Model states in the core's index of a model not yet gone.
+LIVE_STATES = ("READY", "LOADING", "UNLOADING")
+
 
 class CoreControl:
     """One started core server: its options as the user gave them
@@ -261,19 +264,53 @@ class CoreControl:
         first where the core runs in EXPLICIT mode. UnavailableError when
         work still ran at the exit timeout (the server is kept, and freed
         at interpreter exit: tritonserver._control.teardown)."""
+        gone = self._unload_all(server)
+        if gone is False:  # the exit timeout is spent with work still running
+            self._give_up(server)
         try:
-            gone = self._unload_all(server)
             if gone is None:  # POLL mode: the core unloads and waits itself
                 server.stop()
-            elif gone:  # nothing left to wait for, but a failed reload's stale entry
-                self._wait_for_replaced_models()
-                server.stop(models_gone=True,
-                            exit_timeout_s=0 if self._failed_reloads else None)
-            else:  # the exit timeout is spent already: the core gives up at once
-                server.stop(exit_timeout_s=0)
+            else:  # nothing left to wait for, but a failed reload's stale entry
+                self._stop_idle(server)
         except UnavailableError:
             teardown.finish_at_exit(self.asked.exit_timeout)  # the work goes on meanwhile
             raise
+
+    def _stop_idle(self, server: _bindings.Server) -> None:
+        self._wait_for_replaced_models()
+        server.stop(models_gone=True, exit_timeout_s=0 if self._failed_reloads else None)
+
+    def _give_up(self, server: _bindings.Server) -> None:
+        """Raises UnavailableError for a stop whose exit timeout expired with
+        work running, once every unfinished request has ended for its reader.
+        The core is left running that work, not stopped: a stopped 2.51 core
+        no longer says when the detached thread that deletes an unloaded
+        model is done, and deleting the server before then crashes in that
+        thread (seen: ~TritonModel reaching a freed RateLimiter). So the
+        server waits in ``teardown`` until the model index shows every model
+        gone (``_finish``), at interpreter exit at the latest."""
+        timeout = self.asked.exit_timeout
+        ended = server.abandon_unfinished(
+            f"the server stopped before this request finished (its exit timeout of {timeout} s "
+            f"expired)")
+        teardown.finish_at_exit(timeout, lambda deadline: self._finish(server, deadline))
+        raise UnavailableError(
+            f"the server did not stop cleanly (its exit timeout of {timeout} s expired with work "
+            f"still running): {ended} request(s) had not finished and were ended with an error; "
+            f"the server is freed at interpreter exit, once the core has finished them")
+
+    def _finish(self, server: _bindings.Server, deadline: float) -> bool:
+        """For a server ``_give_up`` left running: waits (until `deadline`,
+        time.monotonic()) for its models to be gone and frees it; returns
+        whether it did. If not, the binding keeps it for good."""
+        try:
+            if self._wait_until_idle(server, deadline):
+                self._stop_idle(server)
+                return True
+            server.stop(exit_timeout_s=0)
+        except TritonError:
+            pass  # the binding keeps a server whose stop failed
+        return False
 
     def _wait_for_replaced_models(self) -> None:
         """Core 2.51 deletes a model version that a reload replaced in a
@@ -294,24 +331,28 @@ class CoreControl:
         if options.model_control_mode != ModelControlMode.EXPLICIT:
             return None
         deadline = time.monotonic() + options.exit_timeout
-        live = ("READY", "LOADING", "UNLOADING")
         try:
             for entry in json.loads(server.model_index(0)):
-                if entry.get("state") in live:
+                if entry.get("state") in LIVE_STATES:
                     server.unload_model(entry["name"], False)
-            pause = 0.001
-            while True:
-                with self._loads_lock:
-                    loading = self._loads
-                if not loading and server.in_flight() == 0 and not any(
-                        e.get("state") in live for e in json.loads(server.model_index(0))):
-                    return True
-                if time.monotonic() >= deadline:
-                    return False
-                time.sleep(pause)
-                pause = min(pause * 2, 0.05)
+            return self._wait_until_idle(server, deadline)
         except TritonError:
             return None
+
+    def _wait_until_idle(self, server: _bindings.Server, deadline: float) -> bool:
+        """Whether, by `deadline`, no load is under way, no request of the
+        binding is in flight and the model index shows no model live."""
+        pause = 0.001
+        while True:
+            with self._loads_lock:
+                loading = self._loads
+            if not loading and server.in_flight() == 0 and not any(
+                    e.get("state") in LIVE_STATES for e in json.loads(server.model_index(0))):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
 
 def _serving(server: _bindings.Server, name: str) -> bool:
