@@ -84,7 +84,7 @@ def parse_args(argv: list) -> argparse.Namespace:
     p.add_argument("--systems", default=",".join(report.DEFAULT_SYSTEMS),
                    help="comma-separated subset of: " + ", ".join(report.SYSTEMS) +
                         " (default: all but MLServer's, whose venv takes minutes to make, and "
-                        "python-floor and the python-api-batched experiment; "
+                        "python-floor, python-floor-1us and the python-api-batched experiment; "
                         "'all' for every one)")
     p.add_argument("--workloads", default=",".join(report.WORKLOADS),
                    help="comma-separated subset of: " + ", ".join(report.WORKLOADS))
@@ -134,7 +134,7 @@ def _prune_logs(folder: str, keep: int) -> None:
 
 
 # The systems measured in this process's children without a network server.
-LOCAL_SYSTEMS = ("c-api", "python-api", "python-api-batched", "python-floor")
+LOCAL_SYSTEMS = ("c-api", "python-api", "python-api-batched") + report.FLOOR_SYSTEMS
 
 
 def network_parts(system: str) -> tuple:
@@ -190,10 +190,11 @@ class Run:
         # Python API builds for itself at Server.start(); removed at exit.
         self.backend_dir = backend_directory(self.core, package_backends_dir())
         note(f"core {self.core_version} at {self.core.library}")
-        if {"c-api", "python-floor"} & set(self.args.systems):
+        floors = set(report.FLOOR_SYSTEMS) & set(self.args.systems)
+        if floors or "c-api" in self.args.systems:
             self.driver = native.build_driver(self.core.library, self.args.build_dir,
                                               self.args.venv, self.setup_log)
-        if "python-floor" in self.args.systems:
+        if floors:
             self.floor_dir = native.floor_module_dir(self.driver)
         needed = {network_parts(s)[0] for s in self.args.systems if s not in LOCAL_SYSTEMS}
         if needed:
@@ -255,9 +256,10 @@ class Run:
             batched = ["--core-threads-batch"] if system == "python-api-batched" else []
             return [sys.executable, PYAPI_WORKER, "--model-repository", self.repository] + \
                 batched + loop, dict(os.environ)
-        if system == "python-floor":
+        if system in report.FLOOR_SYSTEMS:
+            extra = ["--extra-us", "1"] if system == "python-floor-1us" else []
             return [sys.executable, FLOOR_WORKER, "--model-repository", self.repository,
-                    "--module-dir", self.floor_dir] + loop, dict(os.environ)
+                    "--module-dir", self.floor_dir] + extra + loop, dict(os.environ)
         target, protocol, json_tensors = self.network_target(system)
         url = target.http_url if protocol == "http" else target.grpc_url
         env = loopback_only({k: v for k, v in os.environ.items()

@@ -7,15 +7,16 @@ import re
 import statistics
 from typing import Optional
 
-SYSTEMS = ("c-api", "python-api", "python-api-batched", "python-floor", "tritonclient-http", "tritonclient-grpc", "serve-http",
+SYSTEMS = ("c-api", "python-api", "python-api-batched", "python-floor", "python-floor-1us", "tritonclient-http", "tritonclient-grpc", "serve-http",
            "serve-grpc", "echo-http", "echo-grpc", "echo-core-http", "echo-core-grpc",
            "tritonclient-http-json", "serve-http-json", "echo-core-http-json", "mlserver-http-json", "mlserver-grpc", "mlserver-default-http-json",
            "mlserver-default-grpc")
 # MLServer's systems need their own venv with mlserver (minutes to make),
 # python-api-batched is an experiment (tsbench/pyapi_worker.py) and
-# python-floor a bound that needs Python's headers (tsbench/floor_worker.py):
+# python-floor a bound that needs Python's headers (tsbench/floor_worker.py),
+# python-floor-1us that bound plus a microsecond of Python per request:
 # asked for by name.
-BY_NAME = ("python-api-batched", "python-floor")
+BY_NAME = ("python-api-batched", "python-floor", "python-floor-1us")
 DEFAULT_SYSTEMS = tuple(s for s in SYSTEMS if not s.startswith("mlserver-") and s not in BY_NAME)
 # (ours, theirs, key) of the ratios given beside the table: our frontends
 # (`python -m tritonserver serve`) against Triton's C++ ones through the same
@@ -44,7 +45,8 @@ CEILING = "c-api"
 # The least any Python API spends per request (tsbench/floor_worker.py),
 # measured on what a request at a time shows: sync and threads4.
 FLOOR = "python-floor"
-FLOOR_WORKLOADS = ("sync", "threads4")
+FLOOR_SYSTEMS = (FLOOR, "python-floor-1us")
+FLOOR_WORKLOADS = ("sync", "async64", "threads4")
 # The C API driver hands the core its own buffer, copying nothing: its
 # large16MiB figure is the ceiling of large16MiB-shm too.
 CEILING_WORKLOAD = {"large16MiB-shm": "large16MiB"}
@@ -67,6 +69,7 @@ SYSTEM_LABELS = {
     "python-api": "our Python API",
     "python-api-batched": "our Python API, the core's threads SCHED_BATCH (an experiment)",
     "python-floor": "the C API's request behind one Python call (the floor of any Python API)",
+    "python-floor-1us": "python-floor plus 1 µs of Python per request (an experiment)",
     "tritonclient-http": "tritonclient HTTP -> tritonserver executable",
     "tritonclient-grpc": "tritonclient gRPC -> tritonserver executable",
     "serve-http": "tritonclient HTTP -> our frontend (python -m tritonserver serve)",
@@ -95,7 +98,7 @@ def system_workloads(system: str, workloads: list) -> list:
         chosen = [CEILING_WORKLOAD.get(w, w) for w in workloads]
         return [w for w in WORKLOADS if w in chosen]
     out = list(workloads)
-    if system == FLOOR:
+    if system in FLOOR_SYSTEMS:
         return [w for w in out if w in FLOOR_WORKLOADS]
     if system.startswith(("echo-", "mlserver-")):
         out = [w for w in out if w != "large16MiB-shm"]

@@ -140,17 +140,22 @@ def test_quick_run_writes_every_figure(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 def test_quick_run_of_the_python_floor(tmp_path):
-    # python_floor is built beside the C driver for this interpreter; asked for async64 too,
-    # it measures only what it has (sync, threads4), and its worker checked its output.
-    doc = _run_quick(RUN, tmp_path / "floor.json", RUN_TIMEOUT_S,
-                     "--systems", "c-api,python-floor", "--workloads", "sync,async64,threads4")
+    # python_floor is built beside the C driver for this interpreter; asked for large16MiB too,
+    # it measures only what it has (sync, async64, threads4), and its worker checked its output.
+    # python-floor-1us is the same worker with a microsecond of Python added per request.
+    systems = ("c-api", "python-floor", "python-floor-1us")
+    doc = _run_quick(RUN, tmp_path / "floor.json", RUN_TIMEOUT_S, "--systems", ",".join(systems),
+                     "--workloads", "sync,async64,threads4,large16MiB")
     found = {(r["system"], r["workload"]): r for r in doc["results"]}
-    assert set(found) == {(s, w) for s in ("c-api", "python-floor")
-                          for w in ("sync", "async64", "threads4")} - {("python-floor", "async64")}
-    for r in found.values():
-        assert _positive(r["median"]) and _positive(r["cpu_us"]["median"]), r
+    assert set(found) == {(s, w) for s in systems
+                          for w in ("sync", "async64", "threads4", "large16MiB")} - {
+                              ("python-floor", "large16MiB"), ("python-floor-1us", "large16MiB")}
+    for (system, workload), r in found.items():
+        assert _positive(r["median"]), r
+        if workload != "large16MiB":  # GB/s, no cost per request
+            assert _positive(r["cpu_us"]["median"]), r
     floor = doc["ratios_by_system"]["python-floor"]
-    assert set(floor) == {"sync", "threads4"}
+    assert set(floor) == {"sync", "async64", "threads4"}
     for workload, ratio in floor.items():
         expected = found[("python-floor", workload)]["median"] / found[("c-api", workload)]["median"]
         assert math.isclose(ratio, expected, rel_tol=1e-9), workload
