@@ -85,6 +85,18 @@ def run_python(code: str, env: Optional[dict] = None,
                           text=True, env=env, timeout=timeout)
 
 
+def failure_output(out: subprocess.CompletedProcess, stdout_tail: int, stderr_tail: int) -> str:
+    """What a failed child process printed last; if an interpreter in it died,
+    faulthandler's dump too, from its first line (the tails may hold only its
+    end, where the crashing thread and test are not named)."""
+    text = (f"stdout (tail):\n{out.stdout[-stdout_tail:]}\n"
+            f"stderr (tail):\n{out.stderr[-stderr_tail:]}")
+    crash = out.stderr.find("Fatal Python error")
+    if crash >= 0:
+        text += f"\nstderr from the crash on:\n{out.stderr[crash:crash + 12000]}"
+    return text
+
+
 def start_server(**options) -> tritonserver.Server:
     options.setdefault("log_error", True)
     options.setdefault("exit_timeout", 10)

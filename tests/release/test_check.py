@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import failure_output
 
 CHECK = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                      "release", "check.py")
@@ -33,7 +34,7 @@ def test_release_check_passes_for_this_python(tmp_path):
     out = run_check("--python", sys.executable, "--report", str(report_path), timeout=2300)
     # separate tails: the inner pytest's failure summary ends stdout, and pip's warnings on
     # stderr must not push it out of the message
-    log = f"stdout (tail):\n{out.stdout[-6000:]}\nstderr (tail):\n{out.stderr[-2000:]}"
+    log = failure_output(out, stdout_tail=6000, stderr_tail=2000)
     assert out.returncode == 0, log
     report = json.loads(report_path.read_text())
     assert report["result"] == "passed", log

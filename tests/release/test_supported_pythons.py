@@ -20,6 +20,7 @@ import sys
 from typing import Optional
 
 import pytest
+from conftest import failure_output
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VERSIONS = ("3.9", "3.13")
@@ -55,8 +56,8 @@ def find_python(version: str) -> Optional[str]:
 def run(command: list, env: dict, timeout: float, step: str) -> None:
     out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout,
                          cwd=ROOT)
-    assert out.returncode == 0, (f"{step} failed ({out.returncode}):\n{out.stdout[-4000:]}\n"
-                                 f"{out.stderr[-4000:]}")
+    assert out.returncode == 0, f"{step} failed ({out.returncode}):\n" + failure_output(
+        out, stdout_tail=4000, stderr_tail=4000)
 
 
 @pytest.mark.slow
