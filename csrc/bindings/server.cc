@@ -168,6 +168,20 @@ size_t DeleteIdleKeptServers(double timeout_s) {
   return still_busy.size();
 }
 
+// A stop that gave up, for `why`: whatever did not finish ends now for
+// its reader (no iterator may wait on a server that gave up; the core may
+// still run it, unseen), and the stop raises UnavailableError. The one
+// place both texts are written, for the core's stop (Server::Stop) and the
+// package's own (tritonserver._control.core_control).
+[[noreturn]] void GiveUp(ServerHandle& handle, const std::string& why) {
+  const size_t ended =
+      handle.AbandonUnfinished("the server stopped before this request finished (" + why + ")");
+  throw Error(TRITONSERVER_ERROR_UNAVAILABLE,
+              "the server did not stop cleanly (" + why + "): " + std::to_string(ended) +
+                  " request(s) had not finished and were ended with an error; the "
+                  "server is freed at interpreter exit, once the core has finished them");
+}
+
 }  // namespace
 
 void Server::Stop(bool models_gone, std::optional<unsigned int> exit_timeout_s) {
@@ -206,16 +220,8 @@ void Server::Stop(bool models_gone, std::optional<unsigned int> exit_timeout_s) 
     return;
   }
   ErrorPtr owned(err);
-  const std::string why = Core().TRITONSERVER_ErrorMessage(err);
-  // Whatever did not finish ends now for its reader (no iterator may wait
-  // on a server that gave up); the core may still run it, unseen.
-  const size_t ended =
-      handle->AbandonUnfinished("the server stopped before this request finished (" + why + ")");
-  Keep(std::move(handle));
-  throw Error(TRITONSERVER_ERROR_UNAVAILABLE,
-              "the server did not stop cleanly (" + why + "): " + std::to_string(ended) +
-                  " request(s) had not finished and were ended with an error; the "
-                  "server is freed at interpreter exit, once the core has finished them");
+  Keep(handle);
+  GiveUp(*handle, Core().TRITONSERVER_ErrorMessage(err));
 }
 
 std::shared_ptr<ServerHandle> Server::Handle() const {
@@ -294,11 +300,10 @@ void RegisterServer(py::module_& m) {
            "flight, so the core need not wait for anything; exit_timeout_s: how long the core "
            "may wait for what is left (default: the server's exit timeout).")
       .def(
-          "abandon_unfinished",
-          [](S s, const std::string& message) { return s.Handle()->AbandonUnfinished(message); },
-          py::arg("message"),
-          "Ends every unfinished request of this server for its reader, with UnavailableError "
-          "and message (the core may still run it, unseen); returns how many.")
+          "give_up", [](S s, const std::string& why) { GiveUp(*s.Handle(), why); }, py::arg("why"),
+          "For a stop that gave up (for why) while the server keeps running: ends every "
+          "unfinished request for its reader, with UnavailableError (the core may still run "
+          "it, unseen), and raises UnavailableError saying how many.")
       .def(
           "in_flight", [](S s) { return s.Handle()->in_flight()->load(); },
           "Requests sent through this binding that the core has not yet released and deleted.")

@@ -134,9 +134,9 @@ class Server:
     @staticmethod
     def delete_idle_kept_servers(timeout_s: float) -> int:
         """Deletes the servers whose stop gave up once the core has released their requests (waiting up to timeout_s); returns how many are still busy."""
-    def abandon_unfinished(self, message: str) -> int:
-        """Ends every unfinished request of this server for its reader, with UnavailableError and message (the core may still run it, unseen); returns how many."""
     def address(self) -> int: ...
+    def give_up(self, why: str) -> None:
+        """For a stop that gave up (for why) while the server keeps running: ends every unfinished request for its reader, with UnavailableError (the core may still run it, unseen), and raises UnavailableError saying how many."""
     def in_flight(self) -> int:
         """Requests sent through this binding that the core has not yet released and deleted."""
     def is_live(self) -> bool: ...

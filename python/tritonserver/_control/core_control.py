@@ -290,14 +290,8 @@ class CoreControl:
         server waits in ``teardown`` until the model index shows every model
         gone (``_finish``), at interpreter exit at the latest."""
         timeout = self.asked.exit_timeout
-        ended = server.abandon_unfinished(
-            f"the server stopped before this request finished (its exit timeout of {timeout} s "
-            f"expired)")
         teardown.finish_at_exit(timeout, lambda deadline: self._finish(server, deadline))
-        raise UnavailableError(
-            f"the server did not stop cleanly (its exit timeout of {timeout} s expired with work "
-            f"still running): {ended} request(s) had not finished and were ended with an error; "
-            f"the server is freed at interpreter exit, once the core has finished them")
+        server.give_up(f"its exit timeout of {timeout} s expired with work still running")
 
     def _finish(self, server: _bindings.Server, deadline: float) -> bool:
         """For a server ``_give_up`` left running: waits (until `deadline`,
