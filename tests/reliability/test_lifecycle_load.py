@@ -55,9 +55,12 @@ def completed(model) -> int:
 
 
 def test_stop_with_200_sync_requests_in_flight(example_repo):
-    # A warm-up server first: the first one in a process starts a few
-    # process-wide threads that stay.
-    stop_within(start_server(model_repository=example_repo))
+    # A warm-up server and request first: the first server in a process
+    # starts a few process-wide threads that stay, and the first released
+    # request the binding's deleting thread (csrc/bindings/deferred_delete.cc).
+    warm = start_server(model_repository=example_repo)
+    list(warm.model("sleep_us").infer(inputs={"DELAY_US": np.array([0], np.int64)}))
+    stop_within(warm)
     guard = NoThreadLeft()
     s = start_server(model_repository=example_repo, exit_timeout=60)
     model = s.model("sleep_us")
