@@ -18,6 +18,14 @@ namespace tritonpy {
 namespace {
 
 void Handle(Released& item) noexcept {
+  if (item.request != nullptr && item.bucket != nullptr) {
+    PooledRequest kept{item.request, std::move(item.shape)};
+    try {
+      if (item.bucket->Keep(kept)) item.request = nullptr;
+    } catch (...) {  // out of memory: deleted below instead
+    }
+    item.bucket.reset();
+  }
   if (item.request != nullptr) {
     ErrorPtr ignored(Core().TRITONSERVER_InferenceRequestDelete(item.request));
   }

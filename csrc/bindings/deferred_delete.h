@@ -11,19 +11,26 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
+
+#include "bindings/request_pool.h"
 
 #include "triton/tritonserver.h"
 
 namespace tritonpy {
 
-// Handled in this order: the core request is deleted, counted out of
+// Handled in this order: the core request is deleted (or kept), counted out of
 // `in_flight`, then `server` is dropped: it keeps the core server (a
 // ServerHandle) alive until its request is deleted, since deleting a request
 // after its server would free the model under it. Nothing here needs Python.
+// A request with a `bucket` is kept there for reuse instead, if the bucket
+// takes it (request_pool.h), with `shape`, what it holds.
 struct Released {
   TRITONSERVER_InferenceRequest* request = nullptr;
   std::shared_ptr<std::atomic<int64_t>> in_flight;
   std::shared_ptr<void> server;
+  std::shared_ptr<PoolBucket> bucket;
+  RequestShape shape;
 };
 
 // Queues `item` for the deleting thread. Never throws: if the item cannot

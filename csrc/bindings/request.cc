@@ -65,9 +65,85 @@ void Request::AddInput(Input input, py::object owner) {
   }
 }
 
+namespace {
+
+void AppendDataTo(TRITONSERVER_InferenceRequest* r, const Request::Input& in) {
+  Check(Core().TRITONSERVER_InferenceRequestAppendInputData(
+      r, in.name.c_str(), reinterpret_cast<const void*>(in.data_ptr), in.byte_size,
+      static_cast<TRITONSERVER_MemoryType>(in.memory_type), in.memory_type_id));
+}
+
+void AddInputTo(TRITONSERVER_InferenceRequest* r, const Request::Input& in) {
+  Check(Core().TRITONSERVER_InferenceRequestAddInput(
+      r, CString(in.name, "input name"), static_cast<TRITONSERVER_DataType>(in.datatype),
+      in.shape.data(), in.shape.size()));
+  AppendDataTo(r, in);
+}
+
+void AddOutputTo(TRITONSERVER_InferenceRequest* r, const std::string& name) {
+  Check(
+      TRITON_FN(TRITONSERVER_InferenceRequestAddRequestedOutput)(r, CString(name, "output name")));
+}
+
+PooledInput Held(const Request::Input& in) {
+  return {in.name, in.datatype, in.shape, in.byte_size};
+}
+
+// Whether new data can go into the inputs a kept request holds (PooledInput).
+bool SameInputs(const std::vector<PooledInput>& held, const std::vector<Request::Input>& inputs) {
+  if (held.size() != inputs.size()) return false;
+  for (size_t i = 0; i < held.size(); ++i) {
+    const Request::Input& in = inputs[i];
+    if (in.datatype == TRITONSERVER_TYPE_BYTES || held[i].datatype != in.datatype ||
+        held[i].byte_size != in.byte_size || held[i].shape != in.shape || held[i].name != in.name) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool Request::Plain() const {
+  return !id_ && flags_ == 0 && !correlation_id_ && priority_ == 0 && timeout_us_ == 0 &&
+         parameters_.empty() && !allocator_ && trace_sink_ == nullptr;
+}
+
+RequestShape Request::Shape() const {
+  RequestShape shape;
+  shape.inputs.reserve(inputs_.size());
+  for (const Input& in : inputs_) shape.inputs.push_back(Held(in));
+  shape.outputs = outputs_;
+  return shape;
+}
+
+void Request::Refill(PooledRequest& core) const {
+  TRITONSERVER_InferenceRequest* r = core.request;
+  if (SameInputs(core.shape.inputs, inputs_)) {  // the common case: new data only
+    for (const Input& in : inputs_) {
+      Check(TRITON_FN(TRITONSERVER_InferenceRequestRemoveAllInputData)(r, in.name.c_str()));
+      AppendDataTo(r, in);
+    }
+  } else {
+    Check(TRITON_FN(TRITONSERVER_InferenceRequestRemoveAllInputs)(r));
+    core.shape.inputs.clear();
+    for (const Input& in : inputs_) {
+      AddInputTo(r, in);
+      core.shape.inputs.push_back(Held(in));
+    }
+  }
+  if (core.shape.outputs != outputs_) {
+    Check(TRITON_FN(TRITONSERVER_InferenceRequestRemoveAllRequestedOutputs)(r));
+    core.shape.outputs.clear();
+    for (const std::string& name : outputs_) {
+      AddOutputTo(r, name);
+      core.shape.outputs.push_back(name);
+    }
+  }
+}
+
 // Applies everything recorded to a fresh core request.
 void Request::Fill(TRITONSERVER_InferenceRequest* r) const {
-  const CoreApi& api = Core();
   if (id_) Check(TRITON_FN(TRITONSERVER_InferenceRequestSetId)(r, CString(*id_, "request id")));
   if (flags_) Check(TRITON_FN(TRITONSERVER_InferenceRequestSetFlags)(r, flags_));
   if (correlation_id_) {
@@ -103,18 +179,8 @@ void Request::Fill(TRITONSERVER_InferenceRequest* r) const {
         },
         value);
   }
-  for (const Input& in : inputs_) {
-    Check(api.TRITONSERVER_InferenceRequestAddInput(r, CString(in.name, "input name"),
-                                                    static_cast<TRITONSERVER_DataType>(in.datatype),
-                                                    in.shape.data(), in.shape.size()));
-    Check(api.TRITONSERVER_InferenceRequestAppendInputData(
-        r, in.name.c_str(), reinterpret_cast<const void*>(in.data_ptr), in.byte_size,
-        static_cast<TRITONSERVER_MemoryType>(in.memory_type), in.memory_type_id));
-  }
-  for (const std::string& name : outputs_) {
-    Check(TRITON_FN(TRITONSERVER_InferenceRequestAddRequestedOutput)(r,
-                                                                     CString(name, "output name")));
-  }
+  for (const Input& in : inputs_) AddInputTo(r, in);
+  for (const std::string& name : outputs_) AddOutputTo(r, name);
 }
 
 void Request::OnRelease(TRITONSERVER_InferenceRequest*, uint32_t flags, void* userp) {
@@ -128,6 +194,8 @@ void Request::OnRelease(TRITONSERVER_InferenceRequest*, uint32_t flags, void* us
     self->request_ = nullptr;  // Cancel() no longer reaches it
     released.in_flight = std::move(self->in_flight_count_);
     released.server = self->server_.lock();
+    released.bucket = std::move(self->bucket_);
+    released.shape = std::move(self->core_shape_);
     keep = std::move(self->in_flight_);
   } catch (...) {
     // Called from C: nothing may unwind. Only locking can throw here, and
@@ -150,16 +218,29 @@ void Request::Send() {
   std::shared_ptr<ServerHandle> server = server_.lock();
   if (!server) throw Error(TRITONSERVER_ERROR_UNAVAILABLE, "the server is stopped");
 
-  TRITONSERVER_InferenceRequest* r = nullptr;
-  Check(TRITON_FN(TRITONSERVER_InferenceRequestNew)(&r, server->get(),
-                                                    CString(model_, "model name"), version_));
+  // A request of inputs and requested outputs only may go out in a core
+  // request kept from an earlier one of the same model (request_pool.h).
+  std::shared_ptr<PoolBucket> bucket;
+  if (Plain()) bucket = server->pool().Bucket(server->get(), model_, version_);
+  PooledRequest core;
+  const bool reused = bucket != nullptr && bucket->Take(&core);
+  if (!reused) {
+    Check(TRITON_FN(TRITONSERVER_InferenceRequestNew)(&core.request, server->get(),
+                                                      CString(model_, "model name"), version_));
+  }
+  TRITONSERVER_InferenceRequest* r = core.request;
   struct Unsubmitted {  // deletes the core request unless the core took it
     TRITONSERVER_InferenceRequest* r;
     ~Unsubmitted() {
       if (r != nullptr) ErrorPtr ignored(Core().TRITONSERVER_InferenceRequestDelete(r));
     }
   } guard{r};
-  Fill(r);
+  if (reused) {
+    Refill(core);
+  } else {
+    Fill(r);
+    if (bucket != nullptr) core.shape = Shape();
+  }
 
   const std::shared_ptr<ResponseQueue>& queue = queue_;
   auto holder = std::make_unique<std::shared_ptr<ResponseQueue>>(queue);
@@ -189,6 +270,8 @@ void Request::Send() {
     in_flight_ = shared_from_this();
     in_flight_count_ = server->in_flight();
     in_flight_count_->fetch_add(1);
+    bucket_ = std::move(bucket);
+    core_shape_ = std::move(core.shape);
   }
   TRITONSERVER_Error* err = nullptr;
   {
@@ -210,6 +293,7 @@ void Request::Send() {
       sent_ = false;
       in_flight_count_->fetch_sub(1);
       in_flight_count_.reset();
+      bucket_.reset();  // `guard` deletes the core request: it goes back nowhere
     }
     Check(err);  // `guard` deletes the request, `holder` the queue reference
   }

@@ -1,12 +1,15 @@
 // An inference request. Python records what to send (settings, inputs by
 // reference, parameters); Send() creates the core's request, fills it and
 // hands it to the core in one call, deleting it again if any step fails.
-// The core owns the request until its release callback, which deletes it.
-// So a core request (which keeps its model loaded) exists only while the
-// core works on it: no Python object, traceback or garbage cycle can hold
-// one. Input data is read in place: the Python objects that own it stay
-// referenced as long as the request (at least until the core releases it).
-// Responses arrive in the request's queue.
+// The core owns the request until its release callback, which deletes it,
+// or hands it to the server's pool when it carried inputs only
+// (request_pool.h), to be sent again by a later request of the same model.
+// So a core request (which keeps its model loaded) is held only by the core
+// or by that pool, which is emptied around every model load and unload: no
+// Python object, traceback or garbage cycle can hold one. Input data is
+// read in place: the Python objects that own it stay referenced as long as
+// the request (at least until the core releases it). Responses arrive in
+// the request's queue.
 //
 // Python holds one object per request (InferenceRequest in Python): the
 // request, its queue, and the rule that a sent request nobody can read any
@@ -23,6 +26,7 @@
 #include <variant>
 #include <vector>
 
+#include "bindings/request_pool.h"
 #include "bindings/response_queue.h"
 #include "bindings/server.h"
 #include "bindings/trace.h"
@@ -101,7 +105,15 @@ class Request : public std::enable_shared_from_this<Request> {
 
  private:
   void Unsent() const;
+  // Only inputs and requested outputs set: its core request may be one kept
+  // for reuse (request_pool.h).
+  bool Plain() const;
   void Fill(TRITONSERVER_InferenceRequest* r) const;
+  // Gives a kept core request this request's inputs and requested outputs
+  // in place of its own.
+  void Refill(PooledRequest& core) const;
+  // What Fill gave the core request.
+  RequestShape Shape() const;
   static void OnRelease(TRITONSERVER_InferenceRequest* request, uint32_t flags, void* userp);
 
   std::weak_ptr<ServerHandle> server_;                     // the request never keeps it alive
@@ -129,6 +141,8 @@ class Request : public std::enable_shared_from_this<Request> {
   std::vector<pyinterop::OwnedRef> owners_;           // of the input data
   std::shared_ptr<Request> in_flight_;                // self, while the core holds it
   std::shared_ptr<TraceRecorder> trace_;              // sent with a trace: its records
+  std::shared_ptr<PoolBucket> bucket_;                // where the core request goes back
+  RequestShape core_shape_;                           // what the core request holds
 };
 
 // The next response of `request` (a binding InferenceRequest), waited for

@@ -71,8 +71,10 @@ Census& Servers() {
 
 }  // namespace
 
-ServerHandle::ServerHandle(TRITONSERVER_Server* server)
-    : server_(server), in_flight_(std::make_shared<std::atomic<int64_t>>(0)) {
+ServerHandle::ServerHandle(TRITONSERVER_Server* server, bool reuse_requests)
+    : server_(server),
+      in_flight_(std::make_shared<std::atomic<int64_t>>(0)),
+      pool_(reuse_requests && server != nullptr) {
   if (server_ == nullptr) return;
   std::lock_guard<std::mutex> lock(Servers().mutex);
   ++Servers().alive;
@@ -84,6 +86,7 @@ ServerHandle::~ServerHandle() {
   // backend's stub processes to exit); no Python object is touched, so let
   // other threads run meanwhile.
   pyinterop::ReleaseGil unlocked;
+  pool_.Close();  // kept requests keep their models loaded
   {
     ErrorPtr ignored(Core().TRITONSERVER_ServerStop(server_));
   }
@@ -110,7 +113,7 @@ Server::Server(ServerOptions& options) {
     py::gil_scoped_release unlocked;
     Check(TRITON_FN(TRITONSERVER_ServerNew)(&server, options.get()));
   }
-  handle_ = std::make_shared<ServerHandle>(server);
+  handle_ = std::make_shared<ServerHandle>(server, !options.polls());
 }
 
 namespace {
@@ -198,6 +201,7 @@ void Server::Stop(bool models_gone, std::optional<unsigned int> exit_timeout_s) 
     // Stop unloads the models and waits (up to the exit timeout) for work
     // in flight; callbacks that need the GIL must be able to run.
     py::gil_scoped_release unlocked;
+    handle->pool().Close();  // kept requests keep their models loaded
     if (exit_timeout_s && api.TRITONSERVER_ServerSetExitTimeout != nullptr) {
       ErrorPtr ignored(api.TRITONSERVER_ServerSetExitTimeout(handle->get(), *exit_timeout_s));
     }
@@ -280,6 +284,20 @@ class ParameterList {
   std::vector<TRITONSERVER_Parameter*> params_;
 };
 
+// Empties the server's pool of kept requests before a model load or unload
+// and again after it (request_pool.h): a request created meanwhile would
+// otherwise keep the version it found.
+class ModelsChanging {
+ public:
+  explicit ModelsChanging(ServerHandle& handle) : handle_(handle) { handle_.pool().Flush(); }
+  ~ModelsChanging() { handle_.pool().Flush(); }
+  ModelsChanging(const ModelsChanging&) = delete;
+  ModelsChanging& operator=(const ModelsChanging&) = delete;
+
+ private:
+  ServerHandle& handle_;
+};
+
 bool QueryBool(TRITONSERVER_Error* (*fn)(TRITONSERVER_Server*, bool*), const Server& s) {
   bool value = false;
   Check(fn(s.Raw(), &value));
@@ -304,6 +322,9 @@ void RegisterServer(py::module_& m) {
           "For a stop that gave up (for why) while the server keeps running: ends every "
           "unfinished request for its reader, with UnavailableError (the core may still run "
           "it, unseen), and raises UnavailableError saying how many.")
+      .def(
+          "kept_requests", [](S s) { return s.Handle()->pool().kept(); },
+          "Core requests kept for reuse (sent with inputs only, now released).")
       .def(
           "in_flight", [](S s) { return s.Handle()->in_flight()->load(); },
           "Requests sent through this binding that the core has not yet released and deleted.")
@@ -392,6 +413,7 @@ void RegisterServer(py::module_& m) {
                 pyinterop::ParametersFromPython(parameters, pyinterop::ParameterUse::kLoad));
             // Loading runs the backend's initialization: seconds, other threads.
             py::gil_scoped_release unlocked;
+            ModelsChanging changing(*handle);
             if (list.size() == 0) {
               Check(TRITON_FN(TRITONSERVER_ServerLoadModel)(handle->get(),
                                                             CString(name, "model name")));
@@ -407,6 +429,7 @@ void RegisterServer(py::module_& m) {
           [](S s, Name name, bool dependents) {
             auto handle = s.Handle();
             py::gil_scoped_release unlocked;  // unloading waits on the model's threads
+            ModelsChanging changing(*handle);
             if (dependents) {
               Check(TRITON_FN(TRITONSERVER_ServerUnloadModelAndDependents)(
                   handle->get(), CString(name, "model name")));
@@ -420,6 +443,7 @@ void RegisterServer(py::module_& m) {
            [](S s) {
              auto handle = s.Handle();
              py::gil_scoped_release unlocked;  // polling may load and unload models
+             ModelsChanging changing(*handle);
              Check(TRITON_FN(TRITONSERVER_ServerPollModelRepository)(handle->get()));
            })
       .def(

@@ -12,13 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "bindings/request_pool.h"
 #include "triton/tritonserver.h"
 
 namespace tritonpy {
 
 class ServerHandle {
  public:
-  explicit ServerHandle(TRITONSERVER_Server* server);
+  // `reuse_requests`: whether sent requests may be kept for reuse
+  // (request_pool.h; not where the core loads models by itself).
+  ServerHandle(TRITONSERVER_Server* server, bool reuse_requests);
   // Stops the server; deletes it, unless other servers of this process are
   // alive (then it is deleted with the last of them: see server.cc).
   ~ServerHandle();
@@ -33,6 +36,8 @@ class ServerHandle {
   void Track(const std::shared_ptr<class ResponseQueue>& queue);
   // Gives every unfinished queue a final error response; returns how many.
   size_t AbandonUnfinished(const std::string& message);
+  // Core requests kept for reuse; emptied around every model load and unload.
+  RequestPool& pool() { return pool_; }
 
  private:
   TRITONSERVER_Server* server_;
@@ -40,6 +45,7 @@ class ServerHandle {
   std::mutex queues_mutex_;
   std::vector<std::weak_ptr<ResponseQueue>> queues_;
   size_t prune_at_ = 64;
+  RequestPool pool_;  // emptied (closed) before the server stops
 };
 
 // The Python-facing server: owns one reference to the handle until stop().

@@ -69,7 +69,15 @@ void RegisterServerOptions(py::module_& m) {
        "TRITONSERVER_ServerOptions" #suffix, __VA_ARGS__)
   SETTER("set_server_id", SetServerId, "server_id");
   SETTER("set_model_repository_path", SetModelRepositoryPath, "path");
-  SETTER("set_model_control_mode", SetModelControlMode, "mode");
+  // Also recorded: a server that polls keeps no requests (request_pool.h).
+  cls.def(
+      "set_model_control_mode",
+      [](ServerOptions& o, int mode) {
+        Check(TRITON_FN(TRITONSERVER_ServerOptionsSetModelControlMode)(
+            o.get(), static_cast<TRITONSERVER_ModelControlMode>(mode)));
+        o.set_polls(mode == TRITONSERVER_MODEL_CONTROL_POLL);
+      },
+      py::arg("mode"));
   SETTER("set_startup_model", SetStartupModel, "model_name");
   SETTER("set_strict_model_config", SetStrictModelConfig, "strict");
   SETTER("set_model_config_name", SetModelConfigName, "model_config_name");

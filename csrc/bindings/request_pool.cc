@@ -1,0 +1,123 @@
+#include "bindings/request_pool.h"
+
+#include "bindings/errors.h"
+#include "bindings/message.h"
+#include "core_api.h"
+
+namespace tritonpy {
+namespace {
+
+// Whether a model of this configuration (the core's JSON) leaves nothing
+// behind on its requests (request_pool.h). Any mention of the keys counts:
+// a false "no" only costs the reuse.
+bool Reusable(const std::string& config) {
+  for (const char* key : {"\"ensemble_scheduling\"", "\"sequence_batching\"", "\"response_cache\"",
+                          "\"platform\":\"ensemble\""}) {
+    if (config.find(key) != std::string::npos) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void DeletePooled(std::vector<PooledRequest>& items) noexcept {
+  for (PooledRequest& item : items) {
+    if (item.request != nullptr) {
+      ErrorPtr ignored(Core().TRITONSERVER_InferenceRequestDelete(item.request));
+      item.request = nullptr;
+    }
+  }
+  items.clear();
+}
+
+PoolBucket::~PoolBucket() {
+  std::vector<PooledRequest> kept = Retire();
+  DeletePooled(kept);
+}
+
+bool PoolBucket::Take(PooledRequest* out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (kept_.empty()) return false;
+  *out = std::move(kept_.back());
+  kept_.pop_back();
+  return true;
+}
+
+bool PoolBucket::Keep(PooledRequest& item) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (retired_ || kept_.size() >= kMaxKept) return false;
+  kept_.push_back(std::move(item));
+  item.request = nullptr;
+  return true;
+}
+
+size_t PoolBucket::size() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return kept_.size();
+}
+
+std::vector<PooledRequest> PoolBucket::Retire() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  retired_ = true;
+  return std::move(kept_);
+}
+
+std::shared_ptr<PoolBucket> RequestPool::Bucket(TRITONSERVER_Server* server,
+                                                const std::string& model, int64_t version) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!open_) return nullptr;
+  auto found = buckets_.find(model);
+  if (found != buckets_.end()) {
+    for (const Version& v : found->second) {
+      if (v.version == version) return v.bucket;
+    }
+  }
+  std::string config;
+  try {
+    config = MessageJson([&](auto* message) {
+      return TRITON_FN(TRITONSERVER_ServerModelConfig)(server, model.c_str(), version, 1, message);
+    });
+  } catch (const std::exception&) {
+    return nullptr;  // no such model (yet): the send itself says what is wrong
+  }
+  std::shared_ptr<PoolBucket> bucket;
+  if (Reusable(config)) bucket = std::make_shared<PoolBucket>();
+  buckets_[model].push_back({version, bucket});
+  return bucket;
+}
+
+void RequestPool::Flush() {
+  std::unordered_map<std::string, std::vector<Version>> buckets;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    buckets.swap(buckets_);
+  }
+  for (auto& [model, versions] : buckets) {
+    for (Version& v : versions) {
+      if (v.bucket == nullptr) continue;
+      std::vector<PooledRequest> kept = v.bucket->Retire();
+      DeletePooled(kept);
+    }
+  }
+}
+
+void RequestPool::Close() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = false;
+  }
+  Flush();
+}
+
+size_t RequestPool::kept() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t count = 0;
+  for (auto& [model, versions] : buckets_) {
+    for (Version& v : versions) {
+      if (v.bucket != nullptr) count += v.bucket->size();
+    }
+  }
+  return count;
+}
+
+}  // namespace tritonpy
