@@ -324,7 +324,8 @@ void RegisterServer(py::module_& m) {
           "it, unseen), and raises UnavailableError saying how many.")
       .def(
           "kept_requests", [](S s) { return s.Handle()->pool().kept(); },
-          "Core requests kept for reuse (sent with inputs only, now released).")
+          "Core requests kept for reuse (sent with inputs and requested outputs only, now "
+          "released).")
       .def(
           "in_flight", [](S s) { return s.Handle()->in_flight()->load(); },
           "Requests sent through this binding that the core has not yet released and deleted.")
