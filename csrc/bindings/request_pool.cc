@@ -11,8 +11,8 @@ namespace {
 // behind on its requests (request_pool.h). Any mention of the keys counts:
 // a false "no" only costs the reuse.
 bool Reusable(const std::string& config) {
-  for (const char* key : {"\"ensemble_scheduling\"", "\"sequence_batching\"", "\"response_cache\"",
-                          "\"platform\":\"ensemble\""}) {
+  for (const char* key :
+       {"\"ensemble_scheduling\"", "\"sequence_batching\"", "\"response_cache\""}) {
     if (config.find(key) != std::string::npos) return false;
   }
   return true;
@@ -20,20 +20,7 @@ bool Reusable(const std::string& config) {
 
 }  // namespace
 
-void DeletePooled(std::vector<PooledRequest>& items) noexcept {
-  for (PooledRequest& item : items) {
-    if (item.request != nullptr) {
-      ErrorPtr ignored(Core().TRITONSERVER_InferenceRequestDelete(item.request));
-      item.request = nullptr;
-    }
-  }
-  items.clear();
-}
-
-PoolBucket::~PoolBucket() {
-  std::vector<PooledRequest> kept = Retire();
-  DeletePooled(kept);
-}
+PoolBucket::~PoolBucket() { Retire(); }
 
 bool PoolBucket::Take(PooledRequest* out) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -56,10 +43,18 @@ size_t PoolBucket::size() {
   return kept_.size();
 }
 
-std::vector<PooledRequest> PoolBucket::Retire() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  retired_ = true;
-  return std::move(kept_);
+void PoolBucket::Retire() noexcept {
+  std::vector<PooledRequest> kept;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    retired_ = true;
+    kept.swap(kept_);
+  }
+  // Deleted outside the lock, on a thread that is no backend's (the
+  // pool's callers: Python threads and the binding's deleting thread).
+  for (PooledRequest& item : kept) {
+    ErrorPtr ignored(Core().TRITONSERVER_InferenceRequestDelete(item.request));
+  }
 }
 
 std::shared_ptr<PoolBucket> RequestPool::Bucket(TRITONSERVER_Server* server,
@@ -94,9 +89,7 @@ void RequestPool::Flush() {
   }
   for (auto& [model, versions] : buckets) {
     for (Version& v : versions) {
-      if (v.bucket == nullptr) continue;
-      std::vector<PooledRequest> kept = v.bucket->Retire();
-      DeletePooled(kept);
+      if (v.bucket != nullptr) v.bucket->Retire();
     }
   }
 }

@@ -70,8 +70,8 @@ class PoolBucket {
   // when it did not (the caller still owns it).
   bool Keep(PooledRequest& item);
   size_t size();
-  // No more keeping; returns what was kept, for the caller to delete.
-  std::vector<PooledRequest> Retire();
+  // No more keeping; deletes what was kept.
+  void Retire() noexcept;
 
  private:
   static constexpr size_t kMaxKept = 64;  // async64 keeps 64 in flight
@@ -108,8 +108,5 @@ class RequestPool {
   bool open_;
   std::unordered_map<std::string, std::vector<Version>> buckets_;
 };
-
-// Deletes the core requests of `items` (on a thread that is no backend's).
-void DeletePooled(std::vector<PooledRequest>& items) noexcept;
 
 }  // namespace tritonpy
