@@ -243,7 +243,6 @@ void Request::Send() {
   }
 
   const std::shared_ptr<ResponseQueue>& queue = queue_;
-  auto holder = std::make_unique<std::shared_ptr<ResponseQueue>>(queue);
   TRITONSERVER_ResponseAllocator* allocator = DefaultAllocator();
   void* allocator_userp = nullptr;
   if (allocator_) {
@@ -253,7 +252,7 @@ void Request::Send() {
     allocator_userp = queue->user_allocator();
   }
   Check(api.TRITONSERVER_InferenceRequestSetResponseCallback(
-      r, allocator, allocator_userp, &ResponseQueue::OnComplete, holder.get()));
+      r, allocator, allocator_userp, &ResponseQueue::OnComplete, queue.get()));
   Check(api.TRITONSERVER_InferenceRequestSetReleaseCallback(r, &Request::OnRelease, this));
   // Last before sending: nothing may fail between creating the trace and
   // handing it over (or abandoning it below).
@@ -273,6 +272,7 @@ void Request::Send() {
     bucket_ = std::move(bucket);
     core_shape_ = std::move(core.shape);
   }
+  queue->HoldUntilFinal(queue);
   TRITONSERVER_Error* err = nullptr;
   {
     // Callbacks may run on this very thread inside InferAsync (a cache hit,
@@ -295,11 +295,11 @@ void Request::Send() {
       in_flight_count_.reset();
       bucket_.reset();  // `guard` deletes the core request: it goes back nowhere
     }
-    Check(err);  // `guard` deletes the request, `holder` the queue reference
+    queue->Release();
+    Check(err);  // `guard` deletes the request
   }
   server->Track(queue);
   guard.r = nullptr;  // the core's now, until OnRelease
-  holder.release();   // freed by OnComplete at the final response
 }
 
 bool Request::CaptureTimestamp(const std::string& name, uint64_t timestamp_ns) {
@@ -339,9 +339,9 @@ const ArrayTypes& Arrays() {
 }
 
 // Adds the inputs, in order, while they are C-contiguous numpy arrays of
-// fixed-size types (read in place); returns the names from the first other
-// one on (for Python to convert, keeping the order), or None when it took
-// them all.
+// fixed-size types (read in place) under names that are UTF-8 strings;
+// returns the names from the first other one on (for Python to convert or
+// refuse, keeping the order), or None when it took them all.
 py::typing::Optional<py::typing::List<py::str>> AddArrays(Request& request,
                                                           const py::dict& inputs) {
   const ArrayTypes& types = Arrays();
@@ -355,7 +355,10 @@ py::typing::Optional<py::typing::List<py::str>> AddArrays(Request& request,
     PyObject* data_type = nullptr;
     Py_buffer view;
     py::object dtype;
+    const char* name = nullptr;
+    Py_ssize_t name_size = 0;
     if (!PyUnicode_Check(key.ptr()) ||
+        (name = PyUnicode_AsUTF8AndSize(key.ptr(), &name_size)) == nullptr ||
         Py_TYPE(v) != reinterpret_cast<PyTypeObject*>(types.ndarray.ptr()) ||
         !(dtype = py::reinterpret_steal<py::object>(PyObject_GetAttr(v, types.dtype_name.ptr()))) ||
         (data_type = PyDict_GetItemWithError(types.data_types.ptr(), dtype.ptr())) == nullptr ||
@@ -365,7 +368,7 @@ py::typing::Optional<py::typing::List<py::str>> AddArrays(Request& request,
       rest.cast<py::list>().append(key);
       continue;
     }
-    Request::Input input{key.cast<std::string>(),
+    Request::Input input{std::string(name, static_cast<size_t>(name_size)),
                          static_cast<int>(PyLong_AsLong(data_type)),
                          std::vector<int64_t>(view.shape, view.shape + view.ndim),
                          reinterpret_cast<uintptr_t>(view.buf),

@@ -57,8 +57,44 @@ void PoolBucket::Retire() noexcept {
   }
 }
 
+uint64_t RequestPool::NextEpoch() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+namespace {
+
+// The bucket a thread looked up last, so that a thread sending to one model
+// again and again finds it without the pool's lock and a hash of the
+// model's name. Valid while its pool is in the same epoch.
+struct LastBucket {
+  uint64_t epoch = 0;  // 0: none
+  std::string model;
+  int64_t version = 0;
+  std::weak_ptr<PoolBucket> bucket;  // expired: not kept for this model
+};
+
+thread_local LastBucket last_bucket;
+
+}  // namespace
+
 std::shared_ptr<PoolBucket> RequestPool::Bucket(TRITONSERVER_Server* server,
                                                 const std::string& model, int64_t version) {
+  LastBucket& last = last_bucket;
+  const uint64_t epoch = epoch_.load(std::memory_order_acquire);
+  if (last.epoch == epoch && last.version == version && last.model == model) {
+    return last.bucket.lock();
+  }
+  std::shared_ptr<PoolBucket> bucket = Find(server, model, version);
+  last.epoch = epoch;
+  last.model = model;
+  last.version = version;
+  last.bucket = bucket;
+  return bucket;
+}
+
+std::shared_ptr<PoolBucket> RequestPool::Find(TRITONSERVER_Server* server, const std::string& model,
+                                              int64_t version) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!open_) return nullptr;
   auto found = buckets_.find(model);
@@ -86,6 +122,7 @@ void RequestPool::Flush() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     buckets.swap(buckets_);
+    epoch_.store(NextEpoch(), std::memory_order_release);
   }
   for (auto& [model, versions] : buckets) {
     for (Version& v : versions) {

@@ -20,6 +20,7 @@
 // thread, never a backend's (deferred_delete.h says why).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -82,7 +83,7 @@ class PoolBucket {
 
 class RequestPool {
  public:
-  explicit RequestPool(bool enabled) : open_(enabled) {}
+  explicit RequestPool(bool enabled) : open_(enabled), epoch_(NextEpoch()) {}
   ~RequestPool() { Close(); }
   RequestPool(const RequestPool&) = delete;
   RequestPool& operator=(const RequestPool&) = delete;
@@ -104,9 +105,19 @@ class RequestPool {
     int64_t version;
     std::shared_ptr<PoolBucket> bucket;  // null: not kept for this model
   };
+  // Bucket, looked up under the lock.
+  std::shared_ptr<PoolBucket> Find(TRITONSERVER_Server* server, const std::string& model,
+                                   int64_t version);
+  // A number no pool had before, for epoch_.
+  static uint64_t NextEpoch();
+
   std::mutex mutex_;
   bool open_;
   std::unordered_map<std::string, std::vector<Version>> buckets_;
+  // Changes (to a number unique in the process) whenever buckets_ is
+  // emptied: what a thread remembers of an earlier epoch, or of another
+  // pool, it looks up again (Bucket).
+  std::atomic<uint64_t> epoch_;
 };
 
 }  // namespace tritonpy

@@ -57,16 +57,6 @@ class Members {
   std::vector<py::object> members_;
 };
 
-// What tritonserver._response registered; kept for the process (the
-// classes outlive every response).
-struct Classes {
-  SlotClass response, tensor, buffer;
-  Members data_types, memory_types;
-  py::object fallback;  // (model, Response record, request_id) -> InferenceResponse
-};
-
-Classes* classes = nullptr;
-
 PyObject* NewRef(PyObject* o) {  // Py_NewRef, which Python 3.9 lacks
   Py_INCREF(o);
   return o;
@@ -75,6 +65,39 @@ PyObject* NewRef(PyObject* o) {  // Py_NewRef, which Python 3.9 lacks
 PyObject* Str(const std::string& s) {
   return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
 }
+
+// Output names as str, each made once: a program reads the same few outputs
+// in every response, and a new str per output costs its allocation and, as
+// the key of `outputs`, its hash. Used under the GIL.
+class Names {
+ public:
+  // A new reference, or null with the Python error set.
+  PyObject* Get(const std::string& name) {
+    for (const auto& [text, str] : names_) {
+      if (text == name) return NewRef(str.ptr());
+    }
+    PyObject* str = Str(name);
+    if (str != nullptr && names_.size() < kMax) {
+      names_.emplace_back(name, py::reinterpret_borrow<py::object>(str));
+    }
+    return str;
+  }
+
+ private:
+  static constexpr size_t kMax = 64;  // past it, new names are made each time
+  std::vector<std::pair<std::string, py::object>> names_;
+};
+
+// What tritonserver._response registered; kept for the process (the
+// classes outlive every response).
+struct Classes {
+  SlotClass response, tensor, buffer;
+  Members data_types, memory_types;
+  py::object fallback;  // (model, Response record, request_id) -> InferenceResponse
+  Names output_names;
+};
+
+Classes* classes = nullptr;
 
 PyObject* Shape(const std::vector<int64_t>& dims) {
   PyObject* shape = PyTuple_New(static_cast<Py_ssize_t>(dims.size()));
@@ -110,13 +133,13 @@ py::object RecordToResponse(ResponseRecord& record, py::handle model, py::handle
     throw Error(TRITONSERVER_ERROR_INTERNAL,
                 "tritonserver._response has not registered its classes");
   }
-  const Classes& c = *classes;
+  Classes& c = *classes;
   if (record.error_code || record.class_labels || record.output_labels) {
     return c.fallback(model, RecordToPython(record), request_id);
   }
   py::dict outputs;
   for (OutputRecord& o : record.outputs) {
-    py::object name = py::reinterpret_steal<py::object>(Str(o.name));
+    py::object name = py::reinterpret_steal<py::object>(c.output_names.Get(o.name));
     if (!name) throw py::error_already_set();
     if (PyDict_SetItem(outputs.ptr(), name.ptr(), OutputTensor(o).ptr()) != 0) {
       throw py::error_already_set();
@@ -157,7 +180,8 @@ void RegisterResponseObjects(py::module_& m) {
                     {"data_ptr", "memory_type", "memory_type_id", "size", "owner"}),
             Members(data_types),
             Members(memory_types),
-            std::move(fallback)};
+            std::move(fallback),
+            Names()};
         // Replaced by a later call (a reloaded module); the old set is
         // kept: responses being built may still read it.
         classes = c;

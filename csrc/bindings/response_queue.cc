@@ -46,12 +46,14 @@ void ResponseQueue::SetWaker(std::shared_ptr<Waker> waker, bool always) {
 
 void ResponseQueue::OnComplete(TRITONSERVER_InferenceResponse* response, uint32_t flags,
                                void* userp) {
-  auto* holder = static_cast<std::shared_ptr<ResponseQueue>*>(userp);
-  ResponseQueue& queue = **holder;
-  std::unique_ptr<ResponseRecord> record;
+  ResponseQueue& queue = *static_cast<ResponseQueue*>(userp);
+  std::unique_ptr<ResponseRecord> record(queue.spare_.exchange(nullptr));
   try {
-    record = response != nullptr ? ReadResponse(response, flags, queue.labels_)
-                                 : std::make_unique<ResponseRecord>();
+    if (response != nullptr) {
+      ReadResponse(response, flags, queue.labels_, record);
+    } else if (!record) {
+      record = std::make_unique<ResponseRecord>();
+    }
     record->flags = flags;
   } catch (const std::exception& e) {
     try {
@@ -60,8 +62,13 @@ void ResponseQueue::OnComplete(TRITONSERVER_InferenceResponse* response, uint32_
     } catch (...) {  // out of memory: the reader learns nothing of this one
     }
   }
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+    // The queue may go with this reference: it goes last.
+    std::shared_ptr<ResponseQueue> self = std::move(queue.self_);
+    if (record) queue.Push(std::move(record));
+    return;
+  }
   if (record) queue.Push(std::move(record));
-  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) delete holder;
 }
 
 void ResponseQueue::Push(std::unique_ptr<ResponseRecord> record) noexcept {

@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/typing.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -44,7 +45,8 @@ class PythonWaker final : public Waker {
 
 class ResponseQueue {
  public:
-  ResponseQueue() = default;
+  ResponseQueue() : spare_(new ResponseRecord()) {}
+  ~ResponseQueue() { delete spare_.load(); }
   ResponseQueue(const ResponseQueue&) = delete;
   ResponseQueue& operator=(const ResponseQueue&) = delete;
 
@@ -65,8 +67,12 @@ class ResponseQueue {
   UserAllocator* user_allocator() const { return user_allocator_.get(); }
 
   // ---- Core side (any thread, no GIL) ----
-  // The completion callback; userp is a heap-allocated
-  // shared_ptr<ResponseQueue>, freed at the final flag.
+  // Keeps `self` (this queue) alive until the final response (the core's
+  // completion callback's userp is the queue itself); Release undoes it
+  // when the core refused the request (no callback comes).
+  void HoldUntilFinal(std::shared_ptr<ResponseQueue> self) { self_ = std::move(self); }
+  void Release() { self_.reset(); }
+  // The completion callback; userp is the queue, held until the final flag.
   static void OnComplete(TRITONSERVER_InferenceResponse* response, uint32_t flags, void* userp);
   // Ends the request for its reader: a final error record, unless the final
   // one already came. Whatever the core sends later is dropped. Returns
@@ -95,6 +101,13 @@ class ResponseQueue {
   // Arrived and not yet taken: records_[head_:]. A vector, not a deque: an
   // empty vector allocates nothing, and most requests see one record.
   std::vector<std::unique_ptr<ResponseRecord>> records_;
+  // The record of the first response (most requests have one), made by the
+  // thread that makes the queue: the reader frees what its own thread
+  // allocated. Made on the core's thread and freed on the reader's, as
+  // each record was, it went back to the core thread's malloc arena at
+  // every response, past the reader's full cache, and made that arena merge
+  // all its free small chunks each time (malloc_consolidate).
+  std::atomic<ResponseRecord*> spare_;
   size_t head_ = 0;
   bool final_seen_ = false;
   bool abandoned_ = false;
@@ -104,6 +117,11 @@ class ResponseQueue {
   std::shared_ptr<Waker> waker_;
   pyinterop::OwnedRef waker_error_;  // the first exception a waker returned
   std::unique_ptr<UserAllocator> user_allocator_;
+  // The queue itself while the core may still call OnComplete: set before
+  // the request is sent, taken by the final response (on the core's
+  // thread, which alone calls OnComplete) or Release (the sender's, when no
+  // callback will come).
+  std::shared_ptr<ResponseQueue> self_;
 };
 
 }  // namespace tritonpy

@@ -122,26 +122,27 @@ std::vector<std::pair<std::string, ClassLabels>> OutputLabels(
 
 }  // namespace
 
-std::unique_ptr<ResponseRecord> ReadResponse(TRITONSERVER_InferenceResponse* r, uint32_t flags,
-                                             const LabelRequest& labels) {
+void ReadResponse(TRITONSERVER_InferenceResponse* r, uint32_t flags, const LabelRequest& labels,
+                  std::unique_ptr<ResponseRecord>& into) {
   const CoreApi& api = Core();
   // Deleted on leaving, whatever happens: nothing below keeps it.
   struct Owner {
     TRITONSERVER_InferenceResponse* r;
     ~Owner() { ErrorPtr ignored(Core().TRITONSERVER_InferenceResponseDelete(r)); }
   } owner{r};
-  auto record = std::make_unique<ResponseRecord>();
-  record->flags = flags;
+  if (!into) into = std::make_unique<ResponseRecord>();
+  ResponseRecord& record = *into;
+  record.flags = flags;
   const char* text = nullptr;
   Check(api.TRITONSERVER_InferenceResponseId(r, &text));
-  record->request_id = text ? text : "";
-  Check(api.TRITONSERVER_InferenceResponseModel(r, &text, &record->model_version));
-  record->model_name = text ? text : "";
+  record.request_id = text ? text : "";
+  Check(api.TRITONSERVER_InferenceResponseModel(r, &text, &record.model_version));
+  record.model_name = text ? text : "";
   if (TRITONSERVER_Error* err = api.TRITONSERVER_InferenceResponseError(r)) {
     // Owned by the response: not deleted here.
-    record->error_code = static_cast<int>(api.TRITONSERVER_ErrorCode(err));
+    record.error_code = static_cast<int>(api.TRITONSERVER_ErrorCode(err));
     const char* message = api.TRITONSERVER_ErrorMessage(err);
-    record->error_message = message ? message : "";
+    record.error_message = message ? message : "";
   }
   uint32_t count = 0;
   Check(api.TRITONSERVER_InferenceResponseParameterCount(r, &count));
@@ -151,25 +152,24 @@ std::unique_ptr<ResponseRecord> ReadResponse(TRITONSERVER_InferenceResponse* r, 
     const void* value = nullptr;
     Check(api.TRITONSERVER_InferenceResponseParameter(r, i, &name, &type, &value));
     if (auto read = pyinterop::ReadParameter(type, value)) {
-      record->parameters.emplace_back(name, std::move(*read));
+      record.parameters.emplace_back(name, std::move(*read));
     }
   }
   Check(api.TRITONSERVER_InferenceResponseOutputCount(r, &count));
-  record->outputs.resize(count);
+  record.outputs.resize(count);
   for (uint32_t i = 0; i < count; ++i) {
-    ReadOutput(api, r, i, record->outputs[i], record->error_code != 0);
+    ReadOutput(api, r, i, record.outputs[i], record.error_code != 0);
   }
-  if (labels.any() && !record->error_code) {
-    const std::vector<OutputRecord>& outputs = record->outputs;
+  if (labels.any() && !record.error_code) {
+    const std::vector<OutputRecord>& outputs = record.outputs;
     if (labels.first_output && !outputs.empty()) {
       // Over the first output's last dimension.
       const std::vector<int64_t>& shape = outputs.front().shape;
       const int64_t classes = shape.empty() ? 0 : std::max<int64_t>(shape.back(), 0);
-      record->class_labels = ReadLabels(r, 0, static_cast<size_t>(classes));
+      record.class_labels = ReadLabels(r, 0, static_cast<size_t>(classes));
     }
-    if (!labels.outputs.empty()) record->output_labels = OutputLabels(r, outputs, labels);
+    if (!labels.outputs.empty()) record.output_labels = OutputLabels(r, outputs, labels);
   }
-  return record;
 }
 
 std::unique_ptr<ResponseRecord> ErrorRecord(uint32_t flags, TRITONSERVER_Error_Code code,

@@ -87,9 +87,11 @@ struct ResponseRecord {
   bool final() const { return (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0; }
 };
 
-// Reads (and deletes) a core response, with the class labels `labels` asks for.
-std::unique_ptr<ResponseRecord> ReadResponse(TRITONSERVER_InferenceResponse* response,
-                                             uint32_t flags, const LabelRequest& labels);
+// Reads (and deletes, whatever happens) a core response, with the class
+// labels `labels` asks for, into `record`: a new record, or null for one made
+// here.
+void ReadResponse(TRITONSERVER_InferenceResponse* response, uint32_t flags,
+                  const LabelRequest& labels, std::unique_ptr<ResponseRecord>& record);
 
 // A record that ends a request with an error of our own.
 std::unique_ptr<ResponseRecord> ErrorRecord(uint32_t flags, TRITONSERVER_Error_Code code,
