@@ -154,6 +154,18 @@ def describe_exception(error: BaseException) -> tuple[int, str]:
     return _INTERNAL, summary(error)
 
 
+def check_text(what: str, text: Any) -> Any:
+    """``text`` when it is not a str or is one UTF-8 can carry; else an
+    InvalidArgumentError (a lone surrogate, as from os.fsdecode, has no UTF-8
+    form, and the binding takes text as UTF-8)."""
+    if isinstance(text, str):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgumentError(f"{what} {text!r} is not valid UTF-8") from None
+    return text
+
+
 __all__ = [
     "TritonError",
     "UnknownError",
@@ -172,3 +184,4 @@ __all__ = [
     "error_from_code",
     "summary",
 ]
+

@@ -13,7 +13,8 @@ from tritonserver import _runtime
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._control.core_control import CoreControl
 from tritonserver._enums import MetricFormat, ModelControlMode, ModelIndexFlag
-from tritonserver._errors import InvalidArgumentError, InvalidArgumentTypeError, UnavailableError
+from tritonserver._errors import (InvalidArgumentError, InvalidArgumentTypeError, UnavailableError,
+                                  check_text)
 from tritonserver._metrics import prometheus_to_json
 from tritonserver._model import Model, ModelDictionary
 from tritonserver._options import Options
@@ -153,7 +154,7 @@ class Server:
     def model(self, model_name: str, model_version: int = -1) -> Model:
         """A Model handle (not validated until used)."""
         self._handle()
-        return Model(self, model_name, model_version)
+        return Model(self, check_text("model name", model_name), model_version)
 
     def models(self, exclude_not_ready: bool = False) -> ModelDictionary:
         """Known models, keyed by (name, version); a bare name answers too."""
@@ -168,6 +169,7 @@ class Server:
 
     def load(self, model_name: str, parameters: Optional[dict[str, Any]] = None) -> Model:
         """Load (or reload) a model; returns its handle."""
+        check_text("model name", model_name)
         self._controlled().load(self._handle(), model_name, parameters)
         return Model(self, model_name)
 
@@ -180,7 +182,7 @@ class Server:
         ``wait_until_unloaded``: the reference's own example uses it.
         """
         wait_until_unloaded = wait_until_unloaded or wait_for_unloaded
-        name = model.name if isinstance(model, Model) else model
+        name = check_text("model name", model.name if isinstance(model, Model) else model)
         handle = self._handle()
         self._controlled().require_model_control()
         handle.unload_model(name, unload_dependents)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from tritonserver._c import triton_bindings as _bindings
-from tritonserver._errors import InvalidArgumentError, InvalidArgumentTypeError, TritonError
+from tritonserver._errors import (InvalidArgumentError, InvalidArgumentTypeError, TritonError,
+                                  check_text)
 from tritonserver._memory import default_for
 from tritonserver._memory import default_memory_allocators as _defaults
 from tritonserver._tensor import Tensor, parse_device
@@ -67,13 +68,13 @@ def submission(model: "Model", spec: RequestSpec) -> Submission:
     if spec.request_id is not None:
         _check_type("request_id", spec.request_id, str)
         if spec.request_id:
-            request.set_id(spec.request_id)
+            request.set_id(check_text("request_id", spec.request_id))
     if spec.flags:
         _check_uint("flags", spec.flags, 32)
         request.set_flags(spec.flags)
     if spec.correlation_id is not None:
         if isinstance(spec.correlation_id, str):
-            request.set_correlation_id_string(spec.correlation_id)
+            request.set_correlation_id_string(check_text("correlation_id", spec.correlation_id))
         else:
             _check_uint("correlation_id", spec.correlation_id, 64)
             request.set_correlation_id(spec.correlation_id)
@@ -97,7 +98,7 @@ def submission(model: "Model", spec: RequestSpec) -> Submission:
         _set_output_memory(request, spec.output_memory_allocator, spec.output_memory_type)
     if spec.requested_outputs is not None:
         for name in spec.requested_outputs:
-            request.add_requested_output(name)
+            request.add_requested_output(check_text("output name", name))
     if spec.label_outputs is not None:
         request.set_label_outputs(*spec.label_outputs)
     _add_inputs(request, model, spec.inputs)
@@ -184,6 +185,7 @@ def _add_others(request: Any, model: "Model", inputs: dict[Any, Any], names: lis
     for name in names:
         if not isinstance(name, str):
             raise InvalidArgumentError(f"input names must be str, not {type(name).__name__}")
+        check_text("input name", name)
         try:
             tensor = Tensor._from_object(inputs[name], declared.get(name))
         except TritonError:

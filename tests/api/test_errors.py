@@ -103,6 +103,27 @@ def test_text_holding_a_nul_is_refused_not_cut(server, what):
     assert_still_serving(server)
 
 
+# A lone surrogate (as os.fsdecode makes of bytes that are not UTF-8) has
+# no UTF-8 form, and the binding hands the core text as UTF-8.
+SURROGATE = "in\udc80"
+SURROGATE_TEXT = {
+    "input name, array (the fast path)": lambda s, m: list(m.infer(inputs={SURROGATE: np.zeros(2, np.float32)})),
+    "input name, after an array": lambda s, m: list(m.infer(inputs={"INPUT0": np.zeros(2, np.float32), SURROGATE: np.zeros(2, np.float32)})),
+    "input name, request object": lambda s, m: list(m.infer(m.create_request(inputs={SURROGATE: np.zeros(2, np.float32)}))),
+    "input name, list": lambda s, m: list(m.infer(inputs={SURROGATE: [1.0, 2.0]})),
+    "request id": lambda s, m: list(m.infer(inputs={"INPUT0": np.zeros(2, np.float32)}, request_id=SURROGATE)),
+    "correlation id": lambda s, m: list(m.infer(inputs={"INPUT0": np.zeros(2, np.float32)}, correlation_id=SURROGATE)),
+    "model name": lambda s, m: s.model(SURROGATE),
+}
+
+
+@pytest.mark.parametrize("what", list(SURROGATE_TEXT))
+def test_text_with_no_utf8_form_is_refused(server, what):
+    with pytest.raises(tritonserver.InvalidArgumentError, match="is not valid UTF-8"):
+        SURROGATE_TEXT[what](server, server.model("identity_fp32"))
+    assert_still_serving(server)
+
+
 def test_names_holding_a_nul_are_refused_by_the_server_calls(explicit_server, tmp_path):
     s = explicit_server
     s.load("identity_fp32")
