@@ -38,6 +38,29 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * PAGE_SIZE
 
 
+def resident_by_mapping() -> dict[str, int]:
+    """Resident bytes of each mapping of this process, keyed by its address
+    range and name (/proc/self/smaps): what grew, when a figure grows."""
+    sizes: dict[str, int] = {}
+    key = ""
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            fields = line.split()
+            if fields and "-" in fields[0] and len(fields) >= 5:
+                key = f"{fields[0]} {fields[5] if len(fields) > 5 else '[anon]'}"
+            elif fields and fields[0] == "Rss:":
+                sizes[key] = int(fields[1]) * 1024
+    return sizes
+
+
+def grown_mappings(before: dict[str, int], after: dict[str, int], least: int = 1 << 20) -> str:
+    """The mappings whose resident size grew by `least` bytes or more (new
+    ones included), largest first, one per line."""
+    grown = sorted(((size - before.get(key, 0), key) for key, size in after.items()
+                    if size - before.get(key, 0) >= least), reverse=True)
+    return "\n".join(f"  +{delta >> 10} KiB {key}" for delta, key in grown) or "  (none by itself)"
+
+
 def task_count() -> int:
     """Threads of this process, Python's and the core's alike."""
     return len(os.listdir("/proc/self/task"))

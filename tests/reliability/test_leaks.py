@@ -12,7 +12,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from reliability.support import record, rss_bytes, settle
+from reliability.support import grown_mappings, record, resident_by_mapping, rss_bytes, settle
 
 RSS_LIMIT = 2 << 20
 TRACED_LIMIT = 4 << 10  # bytes of our package's memory (none expected)
@@ -123,11 +123,12 @@ def test_no_growth(server, soak, workload):
         for i in range(20_000):  # warm-up: pools, caches, arenas settle
             run(i)
         quiesce(server)
-        before = rss_bytes()
+        before, mappings = rss_bytes(), resident_by_mapping()
         for i in range(count):
             run(i)
         quiesce(server)
         growth = rss_bytes() - before
+        grown = grown_mappings(mappings, resident_by_mapping())
 
         tracemalloc.start()
         try:
@@ -146,5 +147,6 @@ def test_no_growth(server, soak, workload):
     record(f"leaks: {workload}", f"{count} calls: RSS growth {growth / 1024:.0f} KiB after warm-up; "
                                  f"tracemalloc growth in tritonserver over {traced_count} calls: "
                                  f"{traced} B")
-    assert growth < RSS_LIMIT, f"resident memory grew by {growth / 1024:.0f} KiB"
+    assert growth < RSS_LIMIT, (f"resident memory grew by {growth / 1024:.0f} KiB; "
+                                f"the mappings that grew:\n{grown}")
     assert traced < TRACED_LIMIT, f"our package's traced memory grew by {traced} B"
