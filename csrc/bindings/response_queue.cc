@@ -62,12 +62,10 @@ void ResponseQueue::OnComplete(TRITONSERVER_InferenceResponse* response, uint32_
     } catch (...) {  // out of memory: the reader learns nothing of this one
     }
   }
-  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
-    // The queue may go with this reference: it goes last.
-    std::shared_ptr<ResponseQueue> self = std::move(queue.self_);
-    if (record) queue.Push(std::move(record));
-    return;
-  }
+  // At the final response the queue may go with its hold on itself: taken
+  // here, it goes last, after the push.
+  std::shared_ptr<ResponseQueue> self;
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) self = std::move(queue.self_);
   if (record) queue.Push(std::move(record));
 }
 
