@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -118,15 +119,30 @@ void* Allocate(size_t byte_size) {
 }  // namespace
 
 HostBuffer* HostBuffer::New(size_t byte_size) {
-  void* p = byte_size > 0 ? Pool().Take(byte_size) : nullptr;
-  if (byte_size > 0 && p == nullptr && (p = Allocate(byte_size)) == nullptr) return nullptr;
-  HostBuffer* host = new (std::nothrow) HostBuffer(p, byte_size);
-  if (host == nullptr) Pool().Give(p, byte_size);
-  return host;
+  if (byte_size < LargeBufferPool::kMinSize) {
+    // The object, then its data at the next multiple of kAlignment (at
+    // most kAlignment - 1 bytes on).
+    void* block = std::malloc(sizeof(HostBuffer) + kAlignment - 1 + byte_size);
+    if (block == nullptr) return nullptr;
+    void* data = nullptr;
+    if (byte_size > 0) {
+      const uintptr_t after = reinterpret_cast<uintptr_t>(block) + sizeof(HostBuffer);
+      data = reinterpret_cast<void*>((after + kAlignment - 1) & ~uintptr_t{kAlignment - 1});
+    }
+    return new (block) HostBuffer(data, byte_size, true);
+  }
+  void* p = Pool().Take(byte_size);
+  if (p == nullptr && (p = Allocate(byte_size)) == nullptr) return nullptr;
+  void* block = std::malloc(sizeof(HostBuffer));
+  if (block == nullptr) {
+    Pool().Give(p, byte_size);
+    return nullptr;
+  }
+  return new (block) HostBuffer(p, byte_size, false);
 }
 
 HostBuffer::~HostBuffer() {
-  if (data_ != nullptr) Pool().Give(data_, size_);
+  if (!data_inside_) Pool().Give(data_, size_);
 }
 
 TRITONSERVER_ResponseAllocator* DefaultAllocator() {

@@ -9,11 +9,17 @@
 // Python, so it runs on the core's threads without the GIL. Large buffers
 // (1 MiB and up) are recycled through a small pool, bounded in count and
 // bytes: a fresh large allocation is fresh pages, and faulting in 16 MiB of
-// them costs more than copying 16 MiB.
+// them costs more than copying 16 MiB. A smaller buffer shares one plain
+// malloc with its HostBuffer (aligned inside it): an aligned allocation
+// (posix_memalign) leaves a small free fragment before its chunk, and these
+// pile up in the malloc arena of the core's thread that allocates outputs
+// while the reader's thread frees them (benchmarks/README.md, "One
+// allocation per small output").
 #pragma once
 
 #include <atomic>
 #include <cstddef>
+#include <cstdlib>
 
 #include "triton/tritonserver.h"
 
@@ -41,11 +47,17 @@ class HostBuffer final : public OutputBuffer {
   static HostBuffer* New(size_t byte_size);
   void* data() const { return data_; }
 
+  // Every HostBuffer lives in memory from std::malloc (New), alone or
+  // followed by its data.
+  static void operator delete(void* p) { std::free(p); }
+
  private:
-  HostBuffer(void* data, size_t size) : data_(data), size_(size) {}
+  HostBuffer(void* data, size_t size, bool data_inside)
+      : data_(data), size_(size), data_inside_(data_inside) {}
   ~HostBuffer() override;
   void* data_;
   size_t size_;
+  bool data_inside_;  // the data follows the object in its allocation
 };
 
 // The process-wide default allocator, created on first use.

@@ -100,3 +100,26 @@ def test_allocator_must_have_allocate(server):
     with pytest.raises(tritonserver.InvalidArgumentError):
         server.model("identity_fp32").infer(inputs={"INPUT0": np.ones(2, np.float32)},
                                             output_memory_allocator=object())
+
+
+def test_default_outputs_are_aligned_and_keep_their_values(server):
+    """The default allocator's outputs start at multiples of 64 bytes, small
+    ones (which share one allocation with their bookkeeping), pooled ones (1
+    MiB and up) and huge-page ones (4 MiB and up), and none overlaps
+    another: every output is read after all of them were made."""
+    model = server.model("identity_fp32")
+    sizes = [1, 3, 16, 17, 255, 1000, (1 << 18) + 5, (1 << 20) + 3, 5 << 18]
+    kept = []
+    for n in sizes * 3:
+        x = np.arange(n, dtype=np.float32) + n
+        out = next(model.infer(inputs={"INPUT0": x})).outputs["OUTPUT0"]
+        assert out.data_ptr % 64 == 0, (n, hex(out.data_ptr))
+        kept.append((x, out))
+    strings = np.array([b"s" * k for k in range(0, 70, 7)], dtype=object)
+    texts = [next(server.model("identity_bytes").infer(inputs={"INPUT0": strings[:k]}))
+             .outputs["OUTPUT0"] for k in range(1, len(strings) + 1)]
+    for x, out in kept:
+        np.testing.assert_array_equal(np.from_dlpack(out), x)
+    for k, out in enumerate(texts, start=1):
+        assert out.data_ptr % 64 == 0
+        assert list(out.to_bytes_array()) == list(strings[:k])
