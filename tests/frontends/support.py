@@ -7,6 +7,7 @@ import datetime
 import http.client
 import json
 import os
+import random
 import socket
 import time
 from typing import Any, Callable, Optional
@@ -125,7 +126,33 @@ def wait_until(condition: Callable[[], bool], timeout: float = 20.0,
         time.sleep(0.02)
 
 
+def _ephemeral_ports() -> tuple[int, int]:
+    """The range the kernel takes local ports from (outgoing connections,
+    binds to port 0)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(v) for v in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
+    """A port free on every address now, chosen below the kernel's ephemeral
+    range where that leaves room: a port from the range (a bind to port 0)
+    can be taken by any process's outgoing connection before the server
+    under test binds it (it happened to HAProxy's metrics port, with Ray's
+    many connections)."""
+    low, _ = _ephemeral_ports()
+    if low > 11000:
+        for _ in range(50):
+            port = random.randrange(10000, low)
+            with socket.socket() as s:
+                try:
+                    s.bind(("", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
