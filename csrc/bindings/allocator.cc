@@ -129,7 +129,7 @@ HostBuffer* HostBuffer::New(size_t byte_size) {
       const uintptr_t after = reinterpret_cast<uintptr_t>(block) + sizeof(HostBuffer);
       data = reinterpret_cast<void*>((after + kAlignment - 1) & ~uintptr_t{kAlignment - 1});
     }
-    return new (block) HostBuffer(data, byte_size, true);
+    return new (block) HostBuffer(data, byte_size);
   }
   void* p = Pool().Take(byte_size);
   if (p == nullptr && (p = Allocate(byte_size)) == nullptr) return nullptr;
@@ -138,11 +138,11 @@ HostBuffer* HostBuffer::New(size_t byte_size) {
     Pool().Give(p, byte_size);
     return nullptr;
   }
-  return new (block) HostBuffer(p, byte_size, false);
+  return new (block) HostBuffer(p, byte_size);
 }
 
 HostBuffer::~HostBuffer() {
-  if (!data_inside_) Pool().Give(data_, size_);
+  if (size_ >= LargeBufferPool::kMinSize) Pool().Give(data_, size_);  // else inside the object
 }
 
 TRITONSERVER_ResponseAllocator* DefaultAllocator() {

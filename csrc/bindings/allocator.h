@@ -52,12 +52,10 @@ class HostBuffer final : public OutputBuffer {
   static void operator delete(void* p) { std::free(p); }
 
  private:
-  HostBuffer(void* data, size_t size, bool data_inside)
-      : data_(data), size_(size), data_inside_(data_inside) {}
+  HostBuffer(void* data, size_t size) : data_(data), size_(size) {}
   ~HostBuffer() override;
-  void* data_;
+  void* data_;  // under 1 MiB: inside this object's allocation, after it
   size_t size_;
-  bool data_inside_;  // the data follows the object in its allocation
 };
 
 // The process-wide default allocator, created on first use.

@@ -126,15 +126,14 @@ def wait_until(condition: Callable[[], bool], timeout: float = 20.0,
         time.sleep(0.02)
 
 
-def _ephemeral_ports() -> tuple[int, int]:
-    """The range the kernel takes local ports from (outgoing connections,
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands out by itself (outgoing connections,
     binds to port 0)."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low, high = (int(v) for v in f.read().split())
-        return low, high
-    except (OSError, ValueError):
-        return 32768, 60999
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def free_port() -> int:
@@ -143,7 +142,7 @@ def free_port() -> int:
     can be taken by any process's outgoing connection before the server
     under test binds it (it happened to HAProxy's metrics port, with Ray's
     many connections)."""
-    low, _ = _ephemeral_ports()
+    low = _ephemeral_low()
     if low > 11000:
         for _ in range(50):
             port = random.randrange(10000, low)
