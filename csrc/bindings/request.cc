@@ -540,7 +540,7 @@ PyObject* PopResponse(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
 // try_pop_response(model, request_id, /)
 PyObject* TryPopResponse(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   if (!pyinterop::ArgumentCount("try_pop_response", nargs, 2, 2)) return nullptr;
-  return PoppedResponse([&] { return OwnerOf(self).queue().TryTake(); }, args[0], args[1]);
+  return TakeArrivedResponse(self, args[0], args[1]);
 }
 
 PyMethodDef request_methods[] = {
@@ -594,6 +594,30 @@ PyObject* WaitForResponse(PyObject* request, PyObject* model, PyObject* request_
     return nullptr;
   }
   return PoppedResponse([&] { return OwnerOf(request).queue().Take(-1.0); }, model, request_id);
+}
+
+PyObject* TakeArrivedResponse(PyObject* request, PyObject* model, PyObject* request_id) {
+  if (!PyObject_TypeCheck(request, request_type)) {
+    PyErr_Format(PyExc_TypeError, "expected an InferenceRequest, not %s",
+                 Py_TYPE(request)->tp_name);
+    return nullptr;
+  }
+  return PoppedResponse([&] { return OwnerOf(request).queue().TryTake(); }, model, request_id);
+}
+
+int WatchNextResponse(PyObject* request, LoopNotifier& notifier, PyObject* future) {
+  if (!PyObject_TypeCheck(request, request_type)) {
+    PyErr_Format(PyExc_TypeError, "expected an InferenceRequest, not %s",
+                 Py_TYPE(request)->tp_name);
+    return -1;
+  }
+  try {
+    return notifier.Watch(OwnerOf(request).queue(), py::reinterpret_borrow<py::object>(future)) ? 1
+                                                                                                : 0;
+  } catch (...) {
+    pyinterop::SetPythonErrorFromCurrent();
+    return -1;
+  }
 }
 
 PyObject* SendArrayInputs(PyObject* server, PyObject* model, PyObject* version, PyObject* inputs) {

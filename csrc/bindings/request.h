@@ -150,6 +150,18 @@ class Request : public std::enable_shared_from_this<Request> {
 // timeout): a new reference, or null with the Python error set.
 PyObject* WaitForResponse(PyObject* request, PyObject* model, PyObject* request_id);
 
+// The next response of `request` if it has arrived (try_pop_response): an
+// InferenceResponse of `model`, None when none is there, or null with the
+// Python error set. A new reference.
+PyObject* TakeArrivedResponse(PyObject* request, PyObject* model, PyObject* request_id);
+
+class LoopNotifier;
+
+// watch(): `future` completes through `notifier` at `request`'s next
+// arrival. 1: watched; 0: a response is there already (nothing watched);
+// -1: the Python error set.
+int WatchNextResponse(PyObject* request, LoopNotifier& notifier, PyObject* future);
+
 // send_arrays: a binding InferenceRequest of `inputs` (a dict of name to
 // array) for `model` (str) version `version` (int) of `server` (a binding
 // Server), sent, when every input is a C-contiguous numpy array of a

@@ -14,26 +14,13 @@
 
 #include "bindings/request.h"
 #include "bindings/response_objects.h"
+#include "bindings/response_stream.h"
 #include "pyinterop/fastcall.h"
 
 namespace py = pybind11;
 
 namespace tritonpy {
 namespace {
-
-// clang-format would join PyObject_HEAD (a macro ending in a member) with the next line.
-// clang-format off
-struct StreamObject {
-  PyObject_HEAD
-  PyObject* weakrefs;
-  PyObject* model;       // _model: the Model the responses are of
-  PyObject* request;     // _request: the binding's InferenceRequest, sent
-  PyObject* request_id;  // _request_id: the id responses get when the core gives none
-  PyObject* forwarder;   // _forwarder: None, or what moves responses into a user's queue
-  char raise_on_error;   // _raise_on_error
-  char complete;         // _complete: the final response was delivered
-};
-// clang-format on
 
 StreamObject* AsStream(PyObject* o) { return reinterpret_cast<StreamObject*>(o); }
 
@@ -71,14 +58,7 @@ PyObject* SetupMethod(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
 // _sent(cls, model, request, raise_on_error, /): a classmethod.
 PyObject* Sent(PyObject* cls, PyObject* const* args, Py_ssize_t nargs) {
   if (!pyinterop::ArgumentCount("_sent", nargs, 3, 3)) return nullptr;
-  auto* type = reinterpret_cast<PyTypeObject*>(cls);
-  PyObject* o = type->tp_alloc(type, 0);
-  if (o == nullptr) return nullptr;
-  if (Setup(o, args[0], args[1], Py_None, args[2], Py_None) < 0) {
-    Py_DECREF(o);
-    return nullptr;
-  }
-  return o;
+  return NewSentStream(reinterpret_cast<PyTypeObject*>(cls), args[0], args[1], args[2]);
 }
 
 PyObject* raise_taken = nullptr;  // tritonserver._errors.raise_taken, found at the first error
@@ -103,10 +83,9 @@ PyObject* RaiseTaken(PyObject* response) {
   return PyObject_CallFunctionObjArgs(raise_taken, response, error_name, nullptr);
 }
 
-// Takes `response` (a new reference; null: the error set): marks the end at
-// the final response and, when asked to, raises a response's error instead
-// of returning it.
-PyObject* Deliver(StreamObject* self, PyObject* response) {
+}  // namespace
+
+PyObject* DeliverResponse(StreamObject* self, PyObject* response) {
   if (response == nullptr) return nullptr;
   bool is_final = false;
   PyObject* error = nullptr;                         // a new reference once read
@@ -144,10 +123,32 @@ PyObject* Deliver(StreamObject* self, PyObject* response) {
   return response;
 }
 
+PyObject* NewSentStream(PyTypeObject* type, PyObject* model, PyObject* request,
+                        PyObject* raise_on_error) {
+  PyObject* o = type->tp_alloc(type, 0);
+  if (o == nullptr) return nullptr;
+  if (Setup(o, model, request, Py_None, raise_on_error, Py_None) < 0) {
+    Py_DECREF(o);
+    return nullptr;
+  }
+  return o;
+}
+
+bool StreamIsSetUp(StreamObject* self) {
+  if (self->request != nullptr && self->model != nullptr && self->request_id != nullptr &&
+      self->forwarder != nullptr) {
+    return true;
+  }
+  PyErr_SetString(PyExc_RuntimeError, "the response iterator was not set up");
+  return false;
+}
+
+namespace {
+
 // _deliver(response, /)
 PyObject* DeliverMethod(PyObject* self, PyObject* response) {
   Py_INCREF(response);
-  return Deliver(AsStream(self), response);
+  return DeliverResponse(AsStream(self), response);
 }
 
 // cancel()
@@ -162,20 +163,16 @@ PyObject* Cancel(PyObject* o, PyObject*) {
 PyObject* Next(PyObject* o) {
   StreamObject* self = AsStream(o);
   if (self->complete) return nullptr;  // StopIteration
-  if (self->request == nullptr || self->model == nullptr || self->request_id == nullptr ||
-      self->forwarder == nullptr) {
-    PyErr_SetString(PyExc_RuntimeError, "the response iterator was not set up");
-    return nullptr;
-  }
+  if (!StreamIsSetUp(self)) return nullptr;
   if (self->forwarder != Py_None) {  // a response_queue: the iterator reads what it forwards
-    return Deliver(self, PyObject_CallMethodObjArgs(o, next_forwarded_name, nullptr));
+    return DeliverResponse(self, PyObject_CallMethodObjArgs(o, next_forwarded_name, nullptr));
   }
   // Held for the wait, which releases the GIL: another thread calling
   // _setup meanwhile cannot free what it waits on.
   py::object request = py::reinterpret_borrow<py::object>(self->request);
   py::object model = py::reinterpret_borrow<py::object>(self->model);
   py::object request_id = py::reinterpret_borrow<py::object>(self->request_id);
-  return Deliver(self, WaitForResponse(request.ptr(), model.ptr(), request_id.ptr()));
+  return DeliverResponse(self, WaitForResponse(request.ptr(), model.ptr(), request_id.ptr()));
 }
 
 PyObject* Iter(PyObject* o) {
@@ -268,12 +265,6 @@ PyType_Spec sync_stream_spec = {
     "tritonserver._c.triton_bindings.SyncResponseStream", sizeof(StreamObject), 0,
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, sync_stream_slots};
 
-PyObject* Intern(const char* name) {
-  PyObject* s = PyUnicode_InternFromString(name);
-  if (s == nullptr) throw py::error_already_set();
-  return s;
-}
-
 // ---- The fast path: send_inputs and Model.infer -----------------------------------
 //
 // tritonserver._submit.send_inputs is this binding's function (inputs_sender):
@@ -349,21 +340,17 @@ PyMethodDef send_inputs_def = {
 // Model.infer(self, inference_request=None, raise_on_error=True, **kwargs)
 PyObject* ModelInferMethod(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                            PyObject* kwnames) {
-  const FastPath& f = *fast_path;
   const ModelInfer& m = *model_infer;
-  if (nargs == 0 && kwnames != nullptr && PyTuple_GET_SIZE(kwnames) == 1) {
-    PyObject* keyword = PyTuple_GET_ITEM(kwnames, 0);
-    if (keyword == f.inputs.ptr() || PyUnicode_Compare(keyword, f.inputs.ptr()) == 0) {
-      PyObject* request = SendInputs(f, self, args[0]);
-      if (request == nullptr) return nullptr;
-      if (request != Py_None) {
-        PyObject* sent_args[] = {self, request, Py_True};
-        PyObject* iterator = Sent(m.iterator.ptr(), sent_args, 3);
-        Py_DECREF(request);  // the iterator holds it (or, on failure, dropping it cancels it)
-        return iterator;
-      }
-      Py_DECREF(request);
+  if (PyObject* inputs = InputsOnly(args, nargs, kwnames)) {
+    PyObject* request = SendInputs(*fast_path, self, inputs);
+    if (request == nullptr) return nullptr;
+    if (request != Py_None) {
+      PyObject* iterator =
+          NewSentStream(reinterpret_cast<PyTypeObject*>(m.iterator.ptr()), self, request, Py_True);
+      Py_DECREF(request);  // the iterator holds it (or, on failure, dropping it cancels it)
+      return iterator;
     }
+    Py_DECREF(request);
   }
   return pyinterop::CallWithSelf(m.fallback.ptr(), self, args, nargs, kwnames);
 }
@@ -375,7 +362,7 @@ PyMethodDef model_infer_def = {
 
 // inputs_sender(defaults)
 py::object InputsSender(py::object defaults, py::module_ m) {
-  auto name = [](const char* s) { return py::reinterpret_steal<py::object>(Intern(s)); };
+  auto name = [](const char* s) { return py::reinterpret_steal<py::object>(InternedName(s)); };
   auto* f = new FastPath{std::move(defaults), name("inputs"),      name("as_shipped"),
                          name("_server"),     name("_registries"), name("made_tracing"),
                          name("active"),      name("name"),        name("version")};
@@ -402,11 +389,28 @@ py::object ModelInferMethodFor(py::object model, py::object fallback, py::object
 
 }  // namespace
 
+PyObject* InternedName(const char* name) {
+  PyObject* s = PyUnicode_InternFromString(name);
+  if (s == nullptr) throw py::error_already_set();
+  return s;
+}
+
+PyObject* InputsOnly(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (nargs != 0 || kwnames == nullptr || PyTuple_GET_SIZE(kwnames) != 1) return nullptr;
+  PyObject* keyword = PyTuple_GET_ITEM(kwnames, 0);
+  PyObject* inputs = fast_path->inputs.ptr();
+  return keyword == inputs || PyUnicode_Compare(keyword, inputs) == 0 ? args[0] : nullptr;
+}
+
+PyObject* SendInputsFast(PyObject* model, PyObject* inputs) {
+  return SendInputs(*fast_path, model, inputs);
+}
+
 void RegisterResponseStream(py::module_& m) {
-  final_name = Intern("final");
-  error_name = Intern("error");
-  next_forwarded_name = Intern("_next_forwarded");
-  cancel_name = Intern("cancel");
+  final_name = InternedName("final");
+  error_name = InternedName("error");
+  next_forwarded_name = InternedName("_next_forwarded");
+  cancel_name = InternedName("cancel");
   py::object base = py::reinterpret_steal<py::object>(PyType_FromSpec(&stream_spec));
   if (!base) throw py::error_already_set();
   // A tuple of bases: Python 3.9 takes no single class there.
@@ -416,6 +420,7 @@ void RegisterResponseStream(py::module_& m) {
   if (!sync) throw py::error_already_set();
   m.add_object("ResponseStream", base);
   m.add_object("SyncResponseStream", sync);
+  RegisterAsyncResponseStream(m, base.ptr());
   m.def(
       "inputs_sender", [m](py::object defaults) { return InputsSender(std::move(defaults), m); },
       py::arg("defaults"),

@@ -17,7 +17,7 @@ import functools
 import queue
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._errors import InvalidArgumentError, raise_taken
@@ -164,17 +164,14 @@ class ResponseIterator(_bindings.SyncResponseStream):
             return forwarder.pending.popleft()
 
 
-class AsyncResponseIterator(_bindings.ResponseStream):
+class AsyncResponseIterator(_bindings.AsyncResponseStream):
     """Asyncio iterator over the responses of one request, in arrival order.
 
     Model.async_infer returns one; built directly (in a running loop, or
     given ``loop``), it sends an InferenceRequest as ResponseIterator does.
     """
 
-    __slots__ = ("_loop", "_waiter", "_python_waker")
-    _loop: asyncio.AbstractEventLoop
-    _waiter: Optional[asyncio.Future[None]]
-    _python_waker: bool  # set once waiting on a loop without add_reader
+    __slots__ = ()
 
     def __init__(self, model: "Model", request: Any,
                  user_queue: Optional[asyncio.Queue[InferenceResponse]] = None,
@@ -190,23 +187,9 @@ class AsyncResponseIterator(_bindings.ResponseStream):
         iterator._start(model, request, user_queue, request_id, raise_on_error, None)
         return iterator
 
-    @classmethod
-    def _sent_on(cls, model: "Model", request: Any, raise_on_error: bool,
-                 loop: asyncio.AbstractEventLoop) -> "AsyncResponseIterator":
-        """Model.async_infer's fastest way in (see ResponseStream._sent)."""
-        iterator = cls._sent(model, request, raise_on_error)
-        iterator._on_loop(loop)
-        return iterator
-
-    def _on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Wait on `loop`, with no waiter made yet."""
-        self._loop = loop
-        self._waiter = None
-        self._python_waker = False
-
     def _start(self, model: "Model", request: Any, user_queue: Any, request_id: Optional[str],
                raise_on_error: bool, loop: Optional[asyncio.AbstractEventLoop]) -> None:
-        self._on_loop(loop if loop is not None else asyncio.get_running_loop())
+        self._set_loop(loop if loop is not None else asyncio.get_running_loop())
         forwarder = None
         if user_queue is not None:
             forwarder = _Forwarder(model, request, user_queue, request_id, self._loop)
@@ -217,50 +200,23 @@ class AsyncResponseIterator(_bindings.ResponseStream):
         self._setup(model, request, request_id, raise_on_error, forwarder)
         request.send()  # a forwarder is in place first; other wakers when waiting
 
-    def __aiter__(self) -> "AsyncResponseIterator":
-        return self
-
-    def __anext__(self) -> Coroutine[Any, Any, InferenceResponse]:
-        # The end is raised here, with no coroutine made for it (async for,
-        # anext() and awaiting __anext__() see it where they did).
-        if self._complete:
-            raise StopAsyncIteration
-        return self._next()
-
-    async def _next(self) -> InferenceResponse:
-        while True:
-            if self._forwarder is None:  # the hot path
-                response: Optional[InferenceResponse] = self._request.try_pop_response(
-                    self._model, self._request_id)
-                if response is not None:
-                    return self._deliver(response)
-            else:
-                forwarded = self._forwarded()
-                if forwarded is not None:
-                    return self._deliver(forwarded)
-            # Most responses are there by the time they are asked for; a
-            # waiter is made only when one is not.
-            waiter = self._loop.create_future()
-            if self._wait_on(waiter):
-                self._waiter = waiter
-                try:
-                    await waiter
-                finally:
-                    self._waiter = None
+    # __aiter__ and __anext__ are AsyncResponseStream's: __anext__ returns an
+    # awaitable that takes the next response, waiting through the loop's
+    # LoopNotifier when it has not come; with a response_queue, or on a loop
+    # without add_reader, it asks the two methods below.
 
     def _wait_on(self, waiter: asyncio.Future[None]) -> bool:
         """Have `waiter` completed at the next arrival (on this loop's
-        thread); False when a response is already there."""
+        thread); False when a response is already there. For a forwarder
+        (its on_item wakes this iterator: _wake) and for loops without
+        add_reader (a waker under the GIL)."""
         if self._forwarder is not None:
-            return True  # its on_item wakes this iterator (_wake)
-        waker = _LoopWaker.of(self._loop)
-        if waker.notifier is not None:
-            # Through the loop's eventfd: no GIL on the core's threads.
-            return bool(self._request.watch(waker.notifier, waiter))
-        if not self._python_waker:  # a loop without add_reader: under the GIL
+            return True
+        if not self._python_waker:
             self._python_waker = True
-            self._request.set_python_waker(functools.partial(waker.notify, weakref.ref(self)),
-                                           always=False)
+            self._request.set_python_waker(
+                functools.partial(_LoopWaker.of(self._loop).notify, weakref.ref(self)),
+                always=False)
         return bool(self._request.arm())
 
     def _forwarded(self) -> Optional[InferenceResponse]:
@@ -333,3 +289,10 @@ class _LoopWaker:
             it = ref()
             if it is not None:
                 it._wake()
+
+
+def _notifier_of(loop: asyncio.AbstractEventLoop) -> Optional[_bindings.LoopNotifier]:
+    return _LoopWaker.of(loop).notifier
+
+
+_bindings.set_loop_notifiers(_notifier_of)

@@ -54,7 +54,9 @@ class Model:
             loop = asyncio.get_running_loop()  # before sending: no loop, nothing sent
             request = send_inputs(self, kwargs["inputs"])
             if request is not None:
-                return AsyncResponseIterator._sent_on(self, request, raise_on_error, loop)
+                iterator = AsyncResponseIterator._sent(self, request, raise_on_error)
+                iterator._set_loop(loop)
+                return iterator
         return AsyncResponseIterator._send(self, *model_submission(self, inference_request, kwargs),
                                            raise_on_error)
 
@@ -121,6 +123,9 @@ def send(model: Model, spec: RequestSpec, asynchronous: bool,
 # send_inputs and makes its iterator with no Python frame, and hands every
 # other call to the method above, which stays the one answer to them.
 setattr(Model, "infer", _bindings.model_infer_method(Model, Model.infer, ResponseIterator))
+# The same for Model.async_infer(inputs=...) (csrc/bindings/async_stream.cc).
+setattr(Model, "async_infer",
+        _bindings.model_async_infer_method(Model, Model.async_infer, AsyncResponseIterator))
 
 
 class ModelDictionary(dict[tuple[str, int], Model]):
