@@ -17,7 +17,7 @@ import functools
 import queue
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional
 
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._errors import InvalidArgumentError, raise_taken
@@ -204,6 +204,10 @@ class AsyncResponseIterator(_bindings.AsyncResponseStream):
     # awaitable that takes the next response, waiting through the loop's
     # LoopNotifier when it has not come; with a response_queue, or on a loop
     # without add_reader, it asks the two methods below.
+    if TYPE_CHECKING:  # what they are to a type checker: the responses' types
+        def __aiter__(self) -> "AsyncResponseIterator": ...
+
+        def __anext__(self) -> Coroutine[Any, Any, InferenceResponse]: ...
 
     def _wait_on(self, waiter: asyncio.Future[None]) -> bool:
         """Have `waiter` completed at the next arrival (on this loop's

@@ -51,9 +51,14 @@ def test_wrong_usage_is_caught(tmp_path):
         "server = tritonserver.Server(model_repository='/m')\n"
         "live: str = server.live()\n"
         "kind = tritonserver.MemoryType.NOT_A_MEMORY_TYPE\n"
-        "model: tritonserver.Model = server.model(3)\n")
+        "model: tritonserver.Model = server.model(3)\n"
+        "async def stream(m: tritonserver.Model) -> None:\n"
+        "    async for r in m.async_infer(inputs={}):\n"
+        "        final: str = r.final\n")
     result = mypy(str(tmp_path / "wrong.py"))
     assert result.returncode == 1
     assert 'Incompatible types in assignment (expression has type "bool"' in result.stdout
     assert "NOT_A_MEMORY_TYPE" in result.stdout
     assert 'incompatible type "int"; expected "str"' in result.stdout
+    # An async iterator's responses are InferenceResponses to a type checker.
+    assert result.stdout.count('(expression has type "bool", variable has type "str")') == 2
