@@ -417,22 +417,22 @@ int AsyncTraverse(PyObject* o, visitproc visit, void* arg) {
   return reinterpret_cast<PyTypeObject*>(base_type)->tp_traverse(o, visit, arg);
 }
 
-int AsyncClear(PyObject* o) {
-  AsyncStreamObject* self = AsAsync(o);
+// Drops the fields this type adds to ResponseStream's.
+void ClearOwnFields(AsyncStreamObject* self) {
   Py_CLEAR(self->loop);
   Py_CLEAR(self->waiter);
   self->notifier_ptr = nullptr;
   Py_CLEAR(self->notifier);
+}
+
+int AsyncClear(PyObject* o) {
+  ClearOwnFields(AsAsync(o));
   return reinterpret_cast<PyTypeObject*>(base_type)->tp_clear(o);
 }
 
 void AsyncDealloc(PyObject* o) {
   PyObject_GC_UnTrack(o);
-  AsyncStreamObject* self = AsAsync(o);
-  Py_CLEAR(self->loop);
-  Py_CLEAR(self->waiter);
-  self->notifier_ptr = nullptr;
-  Py_CLEAR(self->notifier);
+  ClearOwnFields(AsAsync(o));
   // The base's dealloc clears the rest (dropping the request cancels it when
   // it has not ended), frees the object and drops the type.
   reinterpret_cast<PyTypeObject*>(base_type)->tp_dealloc(o);

@@ -585,32 +585,27 @@ RequestOwner& Self(py::handle self) {
   return OwnerOf(self.ptr());
 }
 
+// Whether `o` is a binding InferenceRequest; if not, a TypeError is set.
+bool IsRequest(PyObject* o) {
+  if (PyObject_TypeCheck(o, request_type)) return true;
+  PyErr_Format(PyExc_TypeError, "expected an InferenceRequest, not %s", Py_TYPE(o)->tp_name);
+  return false;
+}
+
 }  // namespace
 
 PyObject* WaitForResponse(PyObject* request, PyObject* model, PyObject* request_id) {
-  if (!PyObject_TypeCheck(request, request_type)) {
-    PyErr_Format(PyExc_TypeError, "expected an InferenceRequest, not %s",
-                 Py_TYPE(request)->tp_name);
-    return nullptr;
-  }
+  if (!IsRequest(request)) return nullptr;
   return PoppedResponse([&] { return OwnerOf(request).queue().Take(-1.0); }, model, request_id);
 }
 
 PyObject* TakeArrivedResponse(PyObject* request, PyObject* model, PyObject* request_id) {
-  if (!PyObject_TypeCheck(request, request_type)) {
-    PyErr_Format(PyExc_TypeError, "expected an InferenceRequest, not %s",
-                 Py_TYPE(request)->tp_name);
-    return nullptr;
-  }
+  if (!IsRequest(request)) return nullptr;
   return PoppedResponse([&] { return OwnerOf(request).queue().TryTake(); }, model, request_id);
 }
 
 int WatchNextResponse(PyObject* request, LoopNotifier& notifier, PyObject* future) {
-  if (!PyObject_TypeCheck(request, request_type)) {
-    PyErr_Format(PyExc_TypeError, "expected an InferenceRequest, not %s",
-                 Py_TYPE(request)->tp_name);
-    return -1;
-  }
+  if (!IsRequest(request)) return -1;
   try {
     return notifier.Watch(OwnerOf(request).queue(), py::reinterpret_borrow<py::object>(future)) ? 1
                                                                                                 : 0;

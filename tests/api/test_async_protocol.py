@@ -180,3 +180,22 @@ def test_async_infer_outside_a_running_loop_sends_nothing(server):
     with pytest.raises(RuntimeError, match="no running event loop"):
         model.async_infer(inputs={"INPUT0": x})
     assert settled() == before
+
+
+@pytest.mark.parametrize("inputs, error", [
+    ({"NOT_AN_INPUT": np.ones(16, np.float32)}, tritonserver.InvalidArgumentError),
+    ({"INPUT0": np.ones(16, np.int64)}, tritonserver.InvalidArgumentError),
+    ({"INPUT0": np.ones((2, 16), np.float32)}, tritonserver.InvalidArgumentError),
+])
+def test_bad_inputs_raise_from_async_infer_and_the_server_serves_on(server, inputs, error):
+    model = server.model("identity_fp32")
+    x = np.arange(16, dtype=np.float32)
+
+    async def run():
+        with pytest.raises(error):
+            model.async_infer(inputs=inputs)
+        return [r async for r in model.async_infer(inputs={"INPUT0": x})]
+
+    (response,) = asyncio.run(run())
+    np.testing.assert_array_equal(np.from_dlpack(response.outputs["OUTPUT0"]), x)
+    assert server.ready()
