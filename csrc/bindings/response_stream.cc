@@ -11,6 +11,10 @@
 #include <structmember.h>
 
 #include <cstddef>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <utility>
 
 #include "bindings/request.h"
 #include "bindings/response_objects.h"
@@ -271,17 +275,22 @@ PyType_Spec sync_stream_spec = {
 // `model.infer(inputs={name: array, ...})` and `model.async_infer(...)` at
 // their fastest, the checks that they may take it (default allocators as
 // shipped, no trace that may sample, a started server) and the send with
-// send_arrays, in one place. tritonserver._model sets Model.infer to a method
-// of this binding (model_infer_method) that does the same and returns the
-// ResponseIterator as `_sent` makes it, with no Python frame: the call of
-// nearly every synchronous program. Every other call, and this one whenever
-// a check fails, goes to the Python method it replaced, which stays the one
-// answer to them.
+// send_arrays, in one place. The attributes the checks read are named by
+// tritonserver._submit.FAST_PATH_READS, never here. tritonserver._model sets Model.infer to a
+// method of this binding (model_infer_method) that does the same and returns the ResponseIterator
+// as `_sent` makes it, with no Python frame: the call of nearly every synchronous program. Every
+// other call, and this one whenever a check fails, goes to the Python method it replaced, which
+// stays the one answer to them.
 
 struct FastPath {
   py::object defaults;  // tritonserver.default_memory_allocators
-  // Interned names: Model.infer's keyword, and what the checks read.
-  py::object inputs, as_shipped, server, registries, made_tracing, active, name, version;
+  py::object inputs;    // Model.infer's keyword, interned
+  // What the checks read, interned from tritonserver._submit.FAST_PATH_READS
+  // (the one place that names them): the model's Registries, name and
+  // version; the registries' handle and trace settings; whether those may
+  // sample; whether the default allocators are as shipped.
+  py::object model_registries, model_name, model_version, handle, made_tracing, tracing_active,
+      allocators_as_shipped;
 };
 
 struct ModelInfer {
@@ -304,21 +313,19 @@ py::object Attribute(PyObject* o, const py::object& name) {
 // sending failed. A new reference.
 PyObject* SendInputs(const FastPath& f, PyObject* model, PyObject* inputs) {
   if (!PyDict_CheckExact(inputs)) Py_RETURN_NONE;
-  py::object shipped = Attribute(f.defaults.ptr(), f.as_shipped);
+  py::object shipped = Attribute(f.defaults.ptr(), f.allocators_as_shipped);
   if (shipped.ptr() != Py_True) Py_RETURN_NONE;
-  py::object server = Attribute(model, f.server);
-  if (!server) Py_RETURN_NONE;
-  py::object registries = Attribute(server.ptr(), f.registries);
+  py::object registries = Attribute(model, f.model_registries);
   py::object tracing = registries ? Attribute(registries.ptr(), f.made_tracing) : py::object();
   if (!tracing) Py_RETURN_NONE;
   if (!tracing.is_none()) {
-    py::object active = Attribute(tracing.ptr(), f.active);
+    py::object active = Attribute(tracing.ptr(), f.tracing_active);
     if (active.ptr() != Py_False) Py_RETURN_NONE;
   }
   // A stopped server's handle is None: the general path raises its error.
-  py::object handle = Attribute(server.ptr(), f.server);
-  py::object name = Attribute(model, f.name);
-  py::object version = Attribute(model, f.version);
+  py::object handle = Attribute(registries.ptr(), f.handle);
+  py::object name = Attribute(model, f.model_name);
+  py::object version = Attribute(model, f.model_version);
   if (!handle || handle.is_none() || !name || !version) Py_RETURN_NONE;
   return SendArrayInputs(handle.ptr(), name.ptr(), version.ptr(), inputs);
 }
@@ -360,15 +367,38 @@ PyMethodDef model_infer_def = {
     "infer($self, /, inference_request=None, raise_on_error=True, **kwargs)\n--\n\n"
     "Send a request; returns an iterator over its responses."};
 
-// inputs_sender(defaults)
-py::object InputsSender(py::object defaults, py::module_ m) {
-  auto name = [](const char* s) { return py::reinterpret_steal<py::object>(InternedName(s)); };
-  auto* f = new FastPath{std::move(defaults), name("inputs"),      name("as_shipped"),
-                         name("_server"),     name("_registries"), name("made_tracing"),
-                         name("active"),      name("name"),        name("version")};
+// inputs_sender(defaults, reads): `reads` maps each role of FastPath to the
+// attribute name it reads, every role and nothing else.
+py::object InputsSender(py::object defaults, const py::dict& reads, py::module_ m) {
+  using Member = py::object FastPath::*;
+  const std::pair<const char*, Member> roles[] = {
+      {"model_registries", &FastPath::model_registries},
+      {"model_name", &FastPath::model_name},
+      {"model_version", &FastPath::model_version},
+      {"handle", &FastPath::handle},
+      {"made_tracing", &FastPath::made_tracing},
+      {"tracing_active", &FastPath::tracing_active},
+      {"allocators_as_shipped", &FastPath::allocators_as_shipped}};
+  if (reads.size() != std::size(roles)) {
+    throw py::value_error("reads must name the fast path's " + std::to_string(std::size(roles)) +
+                          " attributes and nothing else");
+  }
+  auto f = std::make_unique<FastPath>();
+  f->defaults = std::move(defaults);
+  f->inputs = py::reinterpret_steal<py::object>(InternedName("inputs"));
+  for (const auto& [role, member] : roles) {
+    if (!reads.contains(role)) throw py::value_error(std::string("reads lacks '") + role + "'");
+    py::object name = reads[role];
+    if (!PyUnicode_Check(name.ptr())) {
+      throw py::type_error(std::string("reads['") + role + "'] must be a str");
+    }
+    PyObject* interned = name.release().ptr();
+    PyUnicode_InternInPlace(&interned);
+    f.get()->*member = py::reinterpret_steal<py::object>(interned);
+  }
   PyObject* function = PyCFunction_NewEx(&send_inputs_def, nullptr, m.attr("__name__").ptr());
   if (function == nullptr) throw py::error_already_set();
-  fast_path = f;  // a later call (a reloaded module) replaces it; the old one stays
+  fast_path = f.release();  // a later call (a reloaded module) replaces it; the old one stays
   return py::reinterpret_steal<py::object>(function);
 }
 
@@ -422,10 +452,14 @@ void RegisterResponseStream(py::module_& m) {
   m.add_object("SyncResponseStream", sync);
   RegisterAsyncResponseStream(m, base.ptr());
   m.def(
-      "inputs_sender", [m](py::object defaults) { return InputsSender(std::move(defaults), m); },
-      py::arg("defaults"),
+      "inputs_sender",
+      [m](py::object defaults, const py::dict& reads) {
+        return InputsSender(std::move(defaults), reads, m);
+      },
+      py::arg("defaults"), py::arg("reads"),
       "send_inputs, the fast path's sender (tritonserver._submit); `defaults`: "
-      "tritonserver.default_memory_allocators.");
+      "tritonserver.default_memory_allocators; `reads`: the attribute names the checks "
+      "read, by role (tritonserver._submit.FAST_PATH_READS).");
   m.def("model_infer_method", &ModelInferMethodFor, py::arg("model"), py::arg("fallback"),
         py::arg("iterator"),
         "Model.infer in C for `model` (the class): send_inputs, then an `iterator` "

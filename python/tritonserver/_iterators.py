@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional
 
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._errors import InvalidArgumentError, raise_taken
-from tritonserver._request import InferenceRequest
+from tritonserver._request import InferenceRequest, submission_of
 from tritonserver._submit import Submission
 from tritonserver._response import InferenceResponse
 
@@ -114,7 +114,7 @@ def _public_submission(request: Any, user_queue: Any) -> Submission:
         raise InvalidArgumentError(
             f"request must be an InferenceRequest, not {type(request).__name__} "
             "(or call Model.infer / Model.async_infer)")
-    c_request, request_queue, request_id = request._submission()
+    c_request, request_queue, request_id = submission_of(request)
     return c_request, user_queue if user_queue is not None else request_queue, request_id
 
 
@@ -133,14 +133,6 @@ class ResponseIterator(_bindings.SyncResponseStream):
                  user_queue: Optional[queue.SimpleQueue[InferenceResponse]] = None,
                  raise_on_error: bool = False):
         self._start(model, *_public_submission(request, user_queue), raise_on_error)
-
-    @classmethod
-    def _send(cls, model: "Model", request: Any, user_queue: Any, request_id: Optional[str],
-              raise_on_error: bool) -> "ResponseIterator":
-        """Model.infer's way in: an iterator over a prepared submission."""
-        iterator = cls.__new__(cls)
-        iterator._start(model, request, user_queue, request_id, raise_on_error)
-        return iterator
 
     def _start(self, model: "Model", request: Any, user_queue: Any, request_id: Optional[str],
                raise_on_error: bool) -> None:
@@ -178,14 +170,6 @@ class AsyncResponseIterator(_bindings.AsyncResponseStream):
                  raise_on_error: bool = False,
                  loop: Optional[asyncio.AbstractEventLoop] = None):
         self._start(model, *_public_submission(request, user_queue), raise_on_error, loop)
-
-    @classmethod
-    def _send(cls, model: "Model", request: Any, user_queue: Any, request_id: Optional[str],
-              raise_on_error: bool) -> "AsyncResponseIterator":
-        """Model.async_infer's way in: an iterator over a prepared submission."""
-        iterator = cls.__new__(cls)
-        iterator._start(model, request, user_queue, request_id, raise_on_error, None)
-        return iterator
 
     def _start(self, model: "Model", request: Any, user_queue: Any, request_id: Optional[str],
                raise_on_error: bool, loop: Optional[asyncio.AbstractEventLoop]) -> None:
@@ -235,6 +219,22 @@ class AsyncResponseIterator(_bindings.AsyncResponseStream):
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+
+def send_submission(model: "Model", submission: Submission, raise_on_error: bool,
+                    asynchronous: bool = False) -> Any:
+    """Send a prepared submission (tritonserver._submit) and return the
+    iterator of its responses: an AsyncResponseIterator on the running loop
+    (``asynchronous``), else a ResponseIterator. Model.infer's, Model.async_infer's
+    and the frontends' way in."""
+    request, user_queue, request_id = submission
+    if asynchronous:
+        stream = AsyncResponseIterator.__new__(AsyncResponseIterator)
+        stream._start(model, request, user_queue, request_id, raise_on_error, None)
+        return stream
+    iterator = ResponseIterator.__new__(ResponseIterator)
+    iterator._start(model, request, user_queue, request_id, raise_on_error)
+    return iterator
 
 
 class _LoopWaker:

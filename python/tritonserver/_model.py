@@ -2,33 +2,33 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 from tritonserver._control.instances import user_view
-from tritonserver._datatypes import from_config_name
-from tritonserver._enums import DataType, ModelBatchFlag, ModelTxnPropertyFlag
+from tritonserver._enums import ModelBatchFlag, ModelTxnPropertyFlag
 from tritonserver._c import triton_bindings as _bindings
-from tritonserver._iterators import AsyncResponseIterator, ResponseIterator
+from tritonserver._iterators import AsyncResponseIterator, ResponseIterator, send_submission
+from tritonserver._registries import registries_of
 from tritonserver._request import InferenceRequest, model_submission
-from tritonserver._submit import RequestSpec, send_inputs, sent, submission
+from tritonserver._submit import RequestSpec, RequestTarget, sent, submission
 
 if TYPE_CHECKING:
     from tritonserver._server import Server
 
 
-class Model:
+class Model(RequestTarget):
     """A model of a running server. Not validated until it is used."""
 
     def __init__(self, server: "Server", name: str, version: int = -1,
                  state: Optional[str] = None, reason: Optional[str] = None):
         self._server = server
+        self._registries = registries_of(server)  # what requests read (RequestTarget)
         self.name = name
         self.version = version
         self.state = state
         self.reason = reason
-        self._input_types: Optional[dict[str, DataType]] = None
+        self._input_types = None
 
     def create_request(self, **kwargs: Any) -> InferenceRequest:
         """An InferenceRequest for this model (see InferenceRequest)."""
@@ -37,12 +37,9 @@ class Model:
     def infer(self, inference_request: Optional[InferenceRequest] = None,
               raise_on_error: bool = True, **kwargs: Any) -> ResponseIterator:
         """Send a request; returns an iterator over its responses."""
-        if inference_request is None and len(kwargs) == 1 and "inputs" in kwargs:
-            request = send_inputs(self, kwargs["inputs"])
-            if request is not None:
-                return ResponseIterator._sent(self, request, raise_on_error)
-        return ResponseIterator._send(self, *model_submission(self, inference_request, kwargs),
-                                      raise_on_error)
+        # Every call the binding's method (below) did not send itself.
+        return cast(ResponseIterator, send_submission(
+            self, model_submission(self, inference_request, kwargs), raise_on_error))
 
     def async_infer(self, inference_request: Optional[InferenceRequest] = None,
                     raise_on_error: bool = True, **kwargs: Any) -> AsyncResponseIterator:
@@ -50,53 +47,35 @@ class Model:
 
         Call it from a running event loop.
         """
-        if inference_request is None and len(kwargs) == 1 and "inputs" in kwargs:
-            loop = asyncio.get_running_loop()  # before sending: no loop, nothing sent
-            request = send_inputs(self, kwargs["inputs"])
-            if request is not None:
-                iterator = AsyncResponseIterator._sent(self, request, raise_on_error)
-                iterator._set_loop(loop)
-                return iterator
-        return AsyncResponseIterator._send(self, *model_submission(self, inference_request, kwargs),
-                                           raise_on_error)
+        # Every call the binding's method (below) did not send itself.
+        return cast(AsyncResponseIterator, send_submission(
+            self, model_submission(self, inference_request, kwargs), raise_on_error,
+            asynchronous=True))
 
     def metadata(self) -> dict[str, Any]:
         return cast("dict[str, Any]",
-                    json.loads(self._server._handle().model_metadata(self.name, self.version)))
+                    json.loads(self._registries.started().model_metadata(self.name, self.version)))
 
     def config(self, config_version: int = 1) -> dict[str, Any]:
         """The model's configuration as the core completed it (with the
         instance count the user asked for: see tritonserver._control.instances)."""
         return user_view(cast("dict[str, Any]", json.loads(
-            self._server._handle().model_config(self.name, self.version, config_version))))
+            self._registries.started().model_config(self.name, self.version, config_version))))
 
     def ready(self) -> bool:
-        return self._server._handle().model_is_ready(self.name, self.version)
+        return self._registries.started().model_is_ready(self.name, self.version)
 
     def statistics(self) -> dict[str, Any]:
         return cast("dict[str, Any]",
-                    json.loads(self._server._handle().model_statistics(self.name, self.version)))
+                    json.loads(self._registries.started().model_statistics(self.name, self.version)))
 
     def batch_properties(self) -> ModelBatchFlag:
-        return ModelBatchFlag(self._server._handle().model_batch_properties(self.name,
+        return ModelBatchFlag(self._registries.started().model_batch_properties(self.name,
                                                                             self.version))
 
     def transaction_properties(self) -> ModelTxnPropertyFlag:
         return ModelTxnPropertyFlag(
-            self._server._handle().model_transaction_properties(self.name, self.version))
-
-    def _input_datatypes(self) -> dict[str, DataType]:
-        """Declared input types (for lists and scalars); cached per Model."""
-        if self._input_types is None:
-            types: dict[str, DataType] = {}
-            try:
-                for spec in self.metadata().get("inputs", []):
-                    types[spec["name"]] = from_config_name(spec["datatype"])
-            except Exception:
-                # Unknown model and the like: the core reports it on send.
-                return {}
-            self._input_types = types
-        return self._input_types
+            self._registries.started().model_transaction_properties(self.name, self.version))
 
     def _as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, "state": self.state}
@@ -111,10 +90,9 @@ def send(model: Model, spec: RequestSpec, asynchronous: bool,
     describe their requests as RequestSpecs, tritonserver._submit). Returns
     the AsyncResponseIterator (``asynchronous``) or ResponseIterator of its
     responses, as Model.async_infer and Model.infer do."""
-    request, user_queue, request_id = submission(model, spec)
-    kind = AsyncResponseIterator if asynchronous else ResponseIterator
-    iterator = kind._send(model, request, user_queue, request_id, raise_on_error)
-    sent(spec, request)
+    prepared = submission(model, spec)
+    iterator = send_submission(model, prepared, raise_on_error, asynchronous)
+    sent(spec, prepared[0])
     return iterator
 
 

@@ -1,27 +1,40 @@
-"""What a Server shares with everything that serves it: its trace settings
-(tritonserver._trace) and its shared memory regions
-(tritonserver._shared_memory), each made at first use. The in-process
-request path reads them here; the frontends and the serve command are
-handed them by tritonserver._server's functions."""
+"""What a Server shares with everything that serves it: the started core's
+handle, its trace settings (tritonserver._trace) and its shared memory
+regions (tritonserver._shared_memory), each made at first use. Its models
+and the in-process request path, below tritonserver._server, reach them
+through ``registries_of``; the frontends and the serve command are handed
+them by tritonserver._server's functions."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+from tritonserver._errors import InvalidArgumentError, InvalidArgumentTypeError
 
 if TYPE_CHECKING:
+    from tritonserver._c import triton_bindings as _bindings
     from tritonserver._shared_memory import SharedMemoryRegistry
     from tritonserver._trace import Tracing
 
 
 class Registries:
-    __slots__ = ("made_tracing", "_shared_memory")
+    __slots__ = ("handle", "made_tracing", "_shared_memory")
 
     def __init__(self) -> None:
+        # The started core's binding Server, None while stopped. Read
+        # directly by the binding's fast path too (tritonserver._submit).
+        self.handle: Optional[_bindings.Server] = None
         # The trace settings once made, else None: read directly by the
         # request path's fastest case (tritonserver._submit.send_inputs),
         # where a call per request would cost more than its check.
         self.made_tracing: Optional[Tracing] = None
         self._shared_memory: Optional[SharedMemoryRegistry] = None
+
+    def started(self) -> "_bindings.Server":
+        """The started core's handle; InvalidArgumentError when stopped."""
+        if self.handle is None:
+            raise InvalidArgumentError("the server is not started")
+        return self.handle
 
     def tracing(self) -> "Tracing":
         if self.made_tracing is None:
@@ -48,3 +61,21 @@ class Registries:
 
             self._shared_memory = SharedMemoryRegistry()
         return self._shared_memory
+
+
+class HasRegistries:
+    """The base of tritonserver.Server, which sets ``_registries`` when it is
+    made: the layers below it (its models, the request path) cannot import
+    tritonserver._server, and reach a server's Registries through
+    ``registries_of``."""
+
+    __slots__ = ()
+    _registries: Registries
+
+
+def registries_of(server: Any) -> Registries:
+    """``server``'s Registries (a tritonserver.Server)."""
+    if not isinstance(server, HasRegistries):
+        raise InvalidArgumentTypeError(
+            f"server must be a tritonserver.Server, not {type(server).__name__}")
+    return server._registries

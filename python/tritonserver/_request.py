@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from tritonserver._errors import InvalidArgumentError
-from tritonserver._memory import default_memory_allocators as _defaults
-from tritonserver._submit import RequestSpec, Submission, inputs_submission, submission
+from tritonserver._submit import RequestSpec, Submission, submission
 
 if TYPE_CHECKING:
     from tritonserver._memory import MemoryAllocator
@@ -50,23 +49,25 @@ class InferenceRequest:
             parameters=self.parameters, output_memory_allocator=self.output_memory_allocator,
             output_memory_type=self.output_memory_type, response_queue=self.response_queue)
 
-    def _submission(self) -> Submission:
-        """This request as the binding's, ready to send (validated first)."""
-        return submission(self.model, self._spec())
+
+def submission_of(request: InferenceRequest) -> Submission:
+    """``request`` as the binding's, ready to send (validated first)."""
+    return submission(request.model, request._spec())
 
 
 def model_submission(model: "Model", request: Optional[InferenceRequest],
                      kwargs: dict[str, Any]) -> Submission:
     """What Model.infer sends: `request`, or one made of the keyword
-    arguments. A call that gives only inputs (the common case) builds the
-    binding request directly, without an InferenceRequest."""
+    arguments. A call that gives only inputs, when the binding's fast path
+    declined it (tritonserver._submit.send_inputs), is described without an
+    InferenceRequest."""
     if request is None:
-        if len(kwargs) == 1 and "inputs" in kwargs and _defaults.as_shipped:
-            return inputs_submission(model, kwargs["inputs"])
-        return InferenceRequest(model=model, **kwargs)._submission()
+        if len(kwargs) == 1 and "inputs" in kwargs:
+            return submission(model, RequestSpec(inputs=kwargs["inputs"]))
+        return submission_of(InferenceRequest(model=model, **kwargs))
     if kwargs:
         raise InvalidArgumentError("pass either an InferenceRequest or keyword arguments, not both")
     if not isinstance(request, InferenceRequest):
         raise InvalidArgumentError(
             f"inference_request must be an InferenceRequest, not {type(request).__name__}")
-    return request._submission()
+    return submission_of(request)

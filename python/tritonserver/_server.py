@@ -18,7 +18,7 @@ from tritonserver._errors import (InvalidArgumentError, InvalidArgumentTypeError
 from tritonserver._metrics import prometheus_to_json
 from tritonserver._model import Model, ModelDictionary
 from tritonserver._options import Options
-from tritonserver._registries import Registries
+from tritonserver._registries import HasRegistries, Registries
 
 if TYPE_CHECKING:
     from tritonserver._trace import Tracing
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 _server_ids = itertools.count()
 
 
-class Server:
+class Server(HasRegistries):
     """An in-process Triton Inference Server.
 
     ``Server(options)`` or ``Server(model_repository=..., ...)`` with the
@@ -46,7 +46,6 @@ class Server:
             raise InvalidArgumentTypeError(
                 f"options must be Options, not {type(options).__name__}")
         self.options = options
-        self._server: Optional[_bindings.Server] = None
         # Set by start(): what drives the core around its faults (tritonserver._control).
         self._control: Optional[CoreControl] = None
         self._registries = Registries()
@@ -56,7 +55,7 @@ class Server:
     def start(self, wait_until_ready: bool = False, polling_interval: float = 0.1,
               timeout: Optional[float] = None) -> "Server":
         """Start the server (loading models per the control mode)."""
-        if self._server is not None:
+        if self._registries.handle is not None:
             raise InvalidArgumentError("the server is already started")
         options = dataclasses.replace(self.options)  # never mutate the caller's
         options._validate()
@@ -64,7 +63,7 @@ class Server:
         _runtime.prepare_options(options, core, next(_server_ids))
         control = CoreControl(self.options, options, core)
         try:
-            self._server = control.start()
+            self._registries.handle = control.start()
         except BaseException:
             self._registries.close_tracing()
             raise
@@ -95,7 +94,7 @@ class Server:
         after waiting up to exit_timeout again for that work). Either way the
         server is stopped afterwards.
         """
-        server, self._server = self._server, None
+        server, self._registries.handle = self._registries.handle, None
         if server is not None:
             try:
                 cast(CoreControl, self._control).stop(server)
@@ -106,7 +105,7 @@ class Server:
         return self
 
     def __enter__(self) -> "Server":
-        if self._server is None:
+        if self._registries.handle is None:
             try:
                 self.start(wait_until_ready=True)
             except BaseException:
@@ -319,9 +318,7 @@ class Server:
         return self._handle().address()
 
     def _handle(self) -> _bindings.Server:
-        if self._server is None:
-            raise InvalidArgumentError("the server is not started")
-        return self._server
+        return self._registries.started()
 
     def _controlled(self) -> CoreControl:
         self._handle()
@@ -347,6 +344,12 @@ def active_tracing(server: Server) -> Optional["Tracing"]:
 def shared_memory_of(server: Server) -> Any:
     """The server's shared memory regions (tritonserver._shared_memory)."""
     return server._shared_memory()
+
+
+def check_traced_model(server: Server, model_name: Optional[str]) -> None:
+    """A trace setting may name ``model_name`` ("" or None: the global ones):
+    the model is known, else Triton's InvalidArgumentError."""
+    server._check_traced_model(model_name)
 
 
 def startup_failures(server: Server) -> dict[str, str]:

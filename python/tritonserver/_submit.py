@@ -2,28 +2,29 @@
 it into the binding's request (``submission``).
 
 Every request reaches the core through here: the public InferenceRequest
-and ``Model.infer(inputs=...)`` build a RequestSpec (or, for inputs alone,
-take the same path without one), and so do the network frontends' decoders
-(tritonserver.frontends.dataplane.inference). No other module creates or
-configures a ``triton_bindings.InferenceRequest``; the iterators only send
-the submission and read its responses (tritonserver._iterators).
+and ``Model.infer`` build a RequestSpec, and so do the network frontends'
+decoders (tritonserver.frontends.dataplane.inference); ``Model.infer(inputs=...)``
+with numpy arrays takes ``send_inputs``, the binding's one-call send (below).
+No other module creates or configures a ``triton_bindings.InferenceRequest``;
+the iterators only send the submission and read its responses
+(tritonserver._iterators).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import Any, Optional, Union
 
 from tritonserver._c import triton_bindings as _bindings
+from tritonserver._datatypes import from_config_name
+from tritonserver._enums import DataType
 from tritonserver._errors import (InvalidArgumentError, InvalidArgumentTypeError, TritonError,
                                   check_text)
 from tritonserver._memory import default_for
 from tritonserver._memory import default_memory_allocators as _defaults
-from tritonserver._tensor import Tensor, parse_device
-
-
-if TYPE_CHECKING:
-    from tritonserver._model import Model
+from tritonserver._registries import Registries
+from tritonserver._tensor import parse_device, tensor_of
 
 CLASSIFICATION_PARAMETER = "classification"
 
@@ -31,6 +32,34 @@ CLASSIFICATION_PARAMETER = "classification"
 # the caller's response_queue if any, and the request's id: what the
 # iterators start from.
 Submission = tuple[Any, Any, Optional[str]]
+
+
+
+class RequestTarget:
+    """The base of tritonserver.Model: what sending a request needs of its
+    model, read here and by the binding's fast path (``FAST_PATH_READS``):
+    the model's name and version, its server's Registries (tritonserver._registries,
+    which Model takes from the server it is given) and its declared input
+    types (for lists and scalars), cached per model."""
+
+    name: str
+    version: int
+    _registries: Registries
+    _input_types: Optional[dict[str, DataType]]
+
+    def _input_datatypes(self) -> dict[str, DataType]:
+        if self._input_types is None:
+            types: dict[str, DataType] = {}
+            try:
+                metadata = json.loads(
+                    self._registries.started().model_metadata(self.name, self.version))
+                for spec in metadata.get("inputs", []):
+                    types[spec["name"]] = from_config_name(spec["datatype"])
+            except Exception:
+                # Unknown model and the like: the core reports it on send.
+                return {}
+            self._input_types = types
+        return self._input_types
 
 
 @dataclass(eq=False)
@@ -62,9 +91,10 @@ class RequestSpec:
     traced: Any = None
 
 
-def submission(model: "Model", spec: RequestSpec) -> Submission:
+def submission(model: RequestTarget, spec: RequestSpec) -> Submission:
     """The binding's request for ``spec``, validated, ready to send."""
-    request = _bindings.InferenceRequest(model._server._handle(), model.name, model.version)
+    registries = model._registries
+    request = _bindings.InferenceRequest(registries.started(), model.name, model.version)
     if spec.request_id is not None:
         _check_type("request_id", spec.request_id, str)
         if spec.request_id:
@@ -102,7 +132,7 @@ def submission(model: "Model", spec: RequestSpec) -> Submission:
     if spec.label_outputs is not None:
         request.set_label_outputs(*spec.label_outputs)
     _add_inputs(request, model, spec.inputs)
-    tracing = model._server._registries.active_tracing()
+    tracing = registries.active_tracing()
     if tracing is not None:
         tracing.attach(request, model.name)
     return request, spec.response_queue, spec.request_id
@@ -119,32 +149,34 @@ def sent(spec: RequestSpec, request: Any) -> None:
         spec.traced = request
 
 
-def inputs_submission(model: "Model", inputs: Any) -> Submission:
-    """``Model.infer(inputs=...)``, the hot path: arrays in one call, outputs
-    in the binding's host memory, as ``submission`` of a spec holding only
-    ``inputs`` would make it (callers check that the default allocators are
-    as shipped)."""
-    request = _bindings.InferenceRequest(model._server._handle(), model.name, model.version)
-    if type(inputs) is dict:
-        others = request.add_arrays(inputs)
-        if others is not None:
-            _add_others(request, model, inputs, others)
-    else:
-        _add_inputs(request, model, inputs)
-    tracing = model._server._registries.active_tracing()
-    if tracing is not None:
-        tracing.attach(request, model.name)
-    return request, None, None
-
-
 # ``Model.infer(inputs=...)`` at its fastest: when ``inputs`` is a dict of
 # numpy arrays the binding reads in place, no allocator was put in
 # tritonserver.default_memory_allocators and no trace may sample it, the
 # binding's request, made, filled and sent in one call; else None, and
-# nothing was sent (the caller takes ``inputs_submission``). The binding's
-# function (csrc/bindings/response_stream.cc), which Model.infer's own C
-# method calls too: the checks are written once.
-send_inputs = _bindings.inputs_sender(_defaults)
+# nothing was sent (the caller then takes ``submission``). The binding's
+# function (csrc/bindings/response_stream.cc), which Model.infer's and
+# Model.async_infer's own C methods call too: the checks are written once.
+#
+# It is the one other builder of the binding's request, and it stays for
+# speed: the request made, filled and sent in one C call, with the
+# responses built in C, took the sync ratio to the C API from 0.43 to 0.51
+# (benchmarks/README.md, "The in-process hot path"); everything since
+# (0.8 today) builds on it.
+#
+# What it reads from Python objects, named here and nowhere else: the
+# binding takes every name from this table (a renamed attribute changes
+# here; tests/api/test_fast_path.py fails when a call that should take the
+# fast path does not, and tests/unit checks each name exists).
+FAST_PATH_READS = {
+    "model_registries": "_registries",    # RequestTarget._registries
+    "model_name": "name",                 # RequestTarget.name
+    "model_version": "version",           # RequestTarget.version
+    "handle": "handle",                   # Registries.handle
+    "made_tracing": "made_tracing",       # Registries.made_tracing
+    "tracing_active": "active",           # tritonserver._trace.Tracing.active
+    "allocators_as_shipped": "as_shipped",  # tritonserver._memory's default_memory_allocators
+}
+send_inputs = _bindings.inputs_sender(_defaults, FAST_PATH_READS)
 
 
 def mark(spec: RequestSpec, *marks: tuple[str, int]) -> None:
@@ -168,7 +200,7 @@ def _classify(value: Any) -> bool:
         f"parameter '{CLASSIFICATION_PARAMETER}' must be True (or 1): the top class's label")
 
 
-def _add_inputs(request: Any, model: "Model", inputs: Any) -> None:
+def _add_inputs(request: Any, model: RequestTarget, inputs: Any) -> None:
     """Numpy arrays go in place through the binding in one call; from the
     first other value on, each becomes a Tensor first (lists and scalars
     take the model's declared data type), keeping the inputs' order."""
@@ -179,7 +211,8 @@ def _add_inputs(request: Any, model: "Model", inputs: Any) -> None:
         _add_others(request, model, inputs, others)
 
 
-def _add_others(request: Any, model: "Model", inputs: dict[Any, Any], names: list[Any]) -> None:
+def _add_others(request: Any, model: RequestTarget, inputs: dict[Any, Any],
+                names: list[Any]) -> None:
     """The inputs add_arrays left (`names`), each as a Tensor."""
     declared = model._input_datatypes()
     for name in names:
@@ -187,7 +220,7 @@ def _add_others(request: Any, model: "Model", inputs: dict[Any, Any], names: lis
             raise InvalidArgumentError(f"input names must be str, not {type(name).__name__}")
         check_text("input name", name)
         try:
-            tensor = Tensor._from_object(inputs[name], declared.get(name))
+            tensor = tensor_of(inputs[name], declared.get(name))
         except TritonError:
             raise
         except (TypeError, ValueError, OverflowError) as e:

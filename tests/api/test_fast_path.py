@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import sys
 import weakref
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -369,3 +371,84 @@ def test_raise_on_error_raises_the_responses_error_and_takes_it_from_the_respons
     lenient = tritonserver.ResponseIterator._sent(model, object(), False)
     response.error = tritonserver.InternalError("again")
     assert lenient._deliver(response) is response and response.error is not None
+
+
+# ---- The fast path is taken --------------------------------------------------------
+# Model.infer(inputs=...), Model.async_infer(inputs=...) and send_inputs are the
+# binding's: when their checks pass, no Python frame runs between the call and
+# the returned iterator. A renamed attribute of tritonserver._submit.FAST_PATH_READS
+# would make the checks fail quietly and send every call down the Python path:
+# these tests see that as Python frames of the package being entered.
+
+
+def package_frames(call) -> list[str]:
+    """The package's Python functions entered while ``call()`` ran."""
+    entered: list[str] = []
+    root = str(Path(tritonserver.__file__).parent)
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(root):
+            entered.append(f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}")
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return entered
+
+
+def test_model_infer_with_inputs_takes_the_fast_path(server):
+    model = server.model("identity_fp32")
+    x = np.arange(16, dtype=np.float32)
+    next(model.infer(inputs={"INPUT0": x}))  # warm: nothing made on first use is counted
+    held = []
+    assert package_frames(lambda: held.append(model.infer(inputs={"INPUT0": x}))) == []
+    np.testing.assert_array_equal(np.from_dlpack(next(held[0]).outputs["OUTPUT0"]), x)
+    # A call it must not take runs the Python method: what the checks above would see.
+    frames = package_frames(lambda: held.append(model.infer(inputs={"INPUT0": [1.0, 2.0]})))
+    assert "_model.py:infer" in frames
+    assert next(held[1]).final
+
+
+def test_model_async_infer_with_inputs_takes_the_fast_path(server):
+    model = server.model("identity_fp32")
+    x = np.arange(16, dtype=np.float32)
+
+    async def run():
+        async for _ in model.async_infer(inputs={"INPUT0": x}):  # warm: the loop's notifier
+            pass
+        held = []
+        frames = package_frames(lambda: held.append(model.async_infer(inputs={"INPUT0": x})))
+        responses = [r async for r in held[0]]
+        return frames, responses
+
+    frames, responses = asyncio.run(run())
+    assert frames == []
+    assert len(responses) == 1 and responses[0].final
+    np.testing.assert_array_equal(np.from_dlpack(responses[0].outputs["OUTPUT0"]), x)
+
+
+def test_send_inputs_sends_when_the_checks_pass_and_declines_while_a_trace_may_sample(
+        server, tmp_path):
+    from tritonserver._submit import send_inputs
+
+    model = server.model("identity_fp32")
+    x = np.arange(4, dtype=np.float32)
+    before = inference_count(model)
+    held = [send_inputs(model, {"INPUT0": x})]  # held: a dropped request is cancelled
+    assert isinstance(held[0], triton_bindings.InferenceRequest)
+    assert package_frames(lambda: held.append(send_inputs(model, {"INPUT0": x}))) == []
+    assert isinstance(held[1], triton_bindings.InferenceRequest)
+    assert inference_count(model, before + 2) == before + 2
+    # Tracing that may sample: declined (None, nothing sent), and Model.infer
+    # goes to the Python path, which attaches the trace.
+    server.configure_tracing(str(tmp_path / "trace.json"), ["TIMESTAMPS"], 1)
+    try:
+        assert send_inputs(model, {"INPUT0": x}) is None
+        frames = package_frames(lambda: next(model.infer(inputs={"INPUT0": x})))
+        assert "_model.py:infer" in frames and "_submit.py:submission" in frames
+    finally:
+        server.configure_tracing()
+    assert package_frames(lambda: held.append(send_inputs(model, {"INPUT0": x}))) == []
+    assert isinstance(held[-1], triton_bindings.InferenceRequest)
