@@ -50,6 +50,13 @@ def host_view(data_ptr: int, size: int) -> memoryview:
     return view
 
 
+def buffer_view(buffer: "MemoryBuffer") -> memoryview:
+    """The host bytes of ``buffer`` (no copy); UnsupportedError for device memory."""
+    if buffer.memory_type not in (MemoryType.CPU, MemoryType.CPU_PINNED):
+        raise UnsupportedError("this buffer is in GPU memory; copy it to the host first")
+    return host_view(buffer.data_ptr, buffer.size)
+
+
 def host_buffer(array: np.ndarray[Any, Any]) -> "MemoryBuffer":
     """A MemoryBuffer over a contiguous host array's bytes, kept alive by it."""
     address = _bindings.buffer_address(array) if array.nbytes else 0
@@ -75,12 +82,6 @@ class MemoryBuffer:
     def from_dlpack(owner: Any) -> "MemoryBuffer":
         """A buffer over the memory of a contiguous DLPack producer."""
         return _import_dlpack(owner)[1]
-
-    def _view(self) -> memoryview:
-        """Host bytes of this buffer (no copy)."""
-        if self.memory_type not in (MemoryType.CPU, MemoryType.CPU_PINNED):
-            raise UnsupportedError("this buffer is in GPU memory; copy it to the host first")
-        return host_view(self.data_ptr, self.size)
 
 
 @slotted
@@ -176,7 +177,7 @@ class Tensor:
         if self.data_type != DataType.BYTES:
             raise InvalidArgumentError(f"to_bytes_array needs a BYTES tensor, not {DataType(self.data_type).name}")
         count = int(np.prod(self.shape, dtype=np.int64)) if len(self.shape) else 1
-        items = _deserialize_bytes(self.memory_buffer._view(), count)
+        items = _deserialize_bytes(buffer_view(self.memory_buffer), count)
         out = np.empty(len(items), dtype=object)
         out[:] = items
         return out.reshape(tuple(self.shape))
@@ -205,26 +206,22 @@ class Tensor:
             return self.to_host()
         raise UnsupportedError("moving tensors to GPU memory is not supported yet")
 
-    # ---- Conversions used by requests ------------------------------------------
-
-    @staticmethod
-    def _from_object(value: Any, data_type: Optional[DataType] = None) -> "Tensor":
-        """A tensor from a Tensor, numpy array, DLPack producer, list or scalar.
-
-        `data_type` (the model's declared type) is applied to lists and
-        scalars, which carry no dtype of their own; arrays keep theirs.
-        """
-        if isinstance(value, Tensor):
-            return value
-        if isinstance(value, np.ndarray):
-            return _numpy_tensor(value)
-        if hasattr(value, "__dlpack__"):
-            return Tensor.from_dlpack(value)
-        if data_type is not None and data_type not in (DataType.BYTES, DataType.BF16):
-            array = np.asarray(value, dtype=dt.to_numpy_dtype(data_type))
-        else:
-            array = np.asarray(value)
-        return _numpy_tensor(array)
+def tensor_of(value: Any, data_type: Optional[DataType] = None) -> Tensor:
+    """A request input as a Tensor: a Tensor, numpy array, DLPack producer,
+    list or scalar. ``data_type`` (the model's declared type) is applied to
+    lists and scalars, which carry no dtype of their own; arrays keep theirs.
+    """
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, np.ndarray):
+        return _numpy_tensor(value)
+    if hasattr(value, "__dlpack__"):
+        return Tensor.from_dlpack(value)
+    if data_type is not None and data_type not in (DataType.BYTES, DataType.BF16):
+        array = np.asarray(value, dtype=dt.to_numpy_dtype(data_type))
+    else:
+        array = np.asarray(value)
+    return _numpy_tensor(array)
 
 
 # Every program reading an output through DLPack calls Tensor.__dlpack__: the

@@ -25,6 +25,7 @@ import tritonserver
 from conftest import start_server, stop_within
 from reliability.support import record
 from tritonserver import DataType, MemoryBuffer, MemoryType, Tensor
+from tritonserver._tensor import buffer_view
 
 # name -> (declared inputs, kind of result)
 MODELS = {
@@ -184,7 +185,7 @@ def check_result(model: str, inputs: dict, responses: list) -> None:
         (response,) = responses
         sent, got = inputs["INPUT0"], response.outputs["OUTPUT0"]
         assert list(got.shape) == list(sent.shape)
-        assert bytes(got.memory_buffer._view()) == bytes(sent.memory_buffer._view())
+        assert bytes(buffer_view(got.memory_buffer)) == bytes(buffer_view(sent.memory_buffer))
         return
     expected = expected_outputs(model, inputs)
     if MODELS[model][1] == "repeat":

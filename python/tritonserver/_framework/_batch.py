@@ -13,6 +13,7 @@ import numpy as np
 
 from tritonserver import _datatypes as dt
 from tritonserver._errors import InvalidArgumentError
+from tritonserver._inprocess._request import update_states
 from tritonserver._inprocess._response import Output
 
 Prepare = Callable[[str, Any], Any]
@@ -115,7 +116,7 @@ class Batcher:
 
     def update_states(self, request: Any, part: dict[str, Any]) -> None:
         """The request's share of the state outputs becomes its sequence's state."""
-        request._handle.update_states([
+        update_states(request, [
             Output(name, datatype, tuple(part[name].shape), np.ascontiguousarray(part[name]))
             for name, datatype in self.states])
 

@@ -17,10 +17,11 @@ if TYPE_CHECKING:
 class PbUtilsModel(PythonModel):
     def __init__(self, legacy_class: type):
         self._class = legacy_class
+        self._objects: dict[str, Any] = {}  # instance name -> its TritonPythonModel
 
     def initialize_instance(self, instance: ModelInstance) -> None:
         legacy = self._class()
-        setattr(instance, "_pb_model", legacy)  # not a declared attribute of ModelInstance
+        self._objects[instance.name] = legacy
         if hasattr(legacy, "initialize"):
             legacy.initialize({
                 "model_config": json.dumps(self.config),
@@ -33,14 +34,14 @@ class PbUtilsModel(PythonModel):
             })
 
     def finalize_instance(self, instance: ModelInstance) -> None:
-        legacy = getattr(instance, "_pb_model", None)
+        legacy = self._objects.pop(instance.name, None)
         if legacy is not None and hasattr(legacy, "finalize"):
             legacy.finalize()
 
     def execute(self, requests: list[ModelRequest]) -> Any:
-        legacy = requests[0].instance._pb_model
-        wrapped = [pb_utils.InferenceRequest._wrap(r) for r in requests]
+        legacy = self._objects[requests[0].instance.name]
+        wrapped = [pb_utils.wrapped_request(r) for r in requests]
         responses = legacy.execute(wrapped)
         if responses is None:
             return None
-        return [None if r is None else pb_utils._to_model_response(r) for r in responses]
+        return [None if r is None else pb_utils.model_response(r) for r in responses]

@@ -29,6 +29,7 @@ from tritonserver._errors import InvalidArgumentError, UnsupportedError
 from tritonserver._inprocess import _loader
 from tritonserver._inprocess._config import model_config, to_pbtxt
 from tritonserver._inprocess._model import PythonModel
+from tritonserver._registries import registries_of
 
 if TYPE_CHECKING:
     from tritonserver._model import Model
@@ -84,7 +85,7 @@ def register_model(server: Server, name: str, model: Any, **settings: Any) -> Mo
         raise InvalidArgumentError(f"register_model: {e}") from None
     options = server.options
     mode = ModelControlMode(options.model_control_mode)
-    started = server._server is not None
+    started = registries_of(server).handle is not None
     if started and mode != ModelControlMode.EXPLICIT:
         raise UnsupportedError(
             f"register_model('{name}'): the server runs in {mode.name} model control mode, "

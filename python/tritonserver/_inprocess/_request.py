@@ -164,3 +164,9 @@ def send(model: Any, handle: RequestHandle, response: Any, final: bool) -> None:
         raise InvalidArgumentError(
             "a response is a dict of outputs, a ModelResponse or an exception, "
             f"not {type(response).__name__}")
+
+
+def update_states(request: ModelRequest, outputs: list[Any]) -> None:
+    """``outputs`` (Outputs, tritonserver._inprocess._response) become the
+    states of ``request``'s sequence (implicit state)."""
+    request._handle.update_states(outputs)

@@ -16,7 +16,7 @@ from tritonserver._errors import (
     code_of,
     release_frames,
 )
-from tritonserver._tensor import Tensor, _bytes_tensor
+from tritonserver._tensor import Tensor, _bytes_tensor, buffer_view
 
 _BYTES = int(DataType.BYTES)
 _BF16 = int(DataType.BF16)
@@ -91,7 +91,7 @@ def _convert(name: str, value: Any, spec: tuple[int, Optional[np.dtype[Any]]]) -
             raise UnsupportedError(f"output {name!r} is in device memory; outputs must be "
                                    "in host memory")
         if value.data_type == DataType.BYTES:
-            return Output(name, _BYTES, tuple(value.shape), value.memory_buffer._view())
+            return Output(name, _BYTES, tuple(value.shape), buffer_view(value.memory_buffer))
         array = np.from_dlpack(value)
     elif hasattr(value, "__dlpack__"):
         try:

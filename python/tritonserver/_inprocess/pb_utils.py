@@ -152,7 +152,7 @@ class InferenceResponseSender:
 
     def send(self, response: Optional[InferenceResponse] = None, flags: int = 0) -> None:
         final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        self._sender.send(None if response is None else _to_model_response(response), final)
+        self._sender.send(None if response is None else model_response(response), final)
 
     def is_cancelled(self) -> bool:
         return self._sender.is_cancelled()
@@ -162,18 +162,12 @@ class InferenceRequest:
     """A request given to ``TritonPythonModel.execute``. (Building one to
     call another model, BLS, is not supported in-process.)"""
 
-    _request: ModelRequest  # set by _wrap (the constructor refuses)
+    _request: ModelRequest  # set by wrapped_request (the constructor refuses)
 
     def __init__(self, *args: Any, **kwargs: Any):
         raise TritonError("pb_utils.InferenceRequest(...).exec() (BLS) is not supported by the "
                           "inprocess backend; call the other model through the tritonserver API",
                           TritonError.UNSUPPORTED)
-
-    @classmethod
-    def _wrap(cls, request: ModelRequest) -> "InferenceRequest":
-        self = object.__new__(cls)
-        self._request = request
-        return self
 
     def inputs(self) -> list[Tensor]:
         return [Tensor(n, v) for n, v in self._request.inputs.items()]
@@ -247,7 +241,20 @@ class Logger:
         _logger.info(message)
 
 
-def _to_model_response(response: Any) -> Any:
+# The two functions below are the in-process backend's (tritonserver._inprocess._pb_model),
+# not the python backend's API.
+
+
+def wrapped_request(request: ModelRequest) -> InferenceRequest:
+    """A PythonModel's request as the pb_utils.InferenceRequest that
+    ``TritonPythonModel.execute`` gets."""
+    wrapped = object.__new__(InferenceRequest)
+    wrapped._request = request
+    return wrapped
+
+
+def model_response(response: Any) -> Any:
+    """A pb_utils.InferenceResponse as the PythonModel response it stands for."""
     from tritonserver._inprocess._response import ModelResponse
 
     if not isinstance(response, InferenceResponse):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from tritonserver import Server
-from tritonserver._server import tracing_of
+from tritonserver._server import check_traced_model, tracing_of
 from tritonserver._trace import NewSetting
 from tritonserver.frontends.dataplane.state import check_running
 
@@ -17,7 +17,7 @@ def check_trace_request(server: Server, model_name: str) -> None:
     """A trace setting request may go on: the server runs and the model
     (when one is named) is known."""
     check_running(server)
-    server._check_traced_model(model_name)
+    check_traced_model(server, model_name)
 
 
 def trace_settings(server: Server, model_name: str,
