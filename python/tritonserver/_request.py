@@ -58,12 +58,9 @@ def submission_of(request: InferenceRequest) -> Submission:
 def model_submission(model: "Model", request: Optional[InferenceRequest],
                      kwargs: dict[str, Any]) -> Submission:
     """What Model.infer sends: `request`, or one made of the keyword
-    arguments. A call that gives only inputs, when the binding's fast path
-    declined it (tritonserver._submit.send_inputs), is described without an
-    InferenceRequest."""
+    arguments (a call of inputs alone gets here when the binding's fast path
+    declined it: tritonserver._submit.send_inputs)."""
     if request is None:
-        if len(kwargs) == 1 and "inputs" in kwargs:
-            return submission(model, RequestSpec(inputs=kwargs["inputs"]))
         return submission_of(InferenceRequest(model=model, **kwargs))
     if kwargs:
         raise InvalidArgumentError("pass either an InferenceRequest or keyword arguments, not both")
