@@ -171,6 +171,23 @@ class Options:
                     raise type(e)(f"Options.{f.name}: {e}") from None
 
 
+def repositories_of(options: Options) -> list[str]:
+    """The model repositories `options` names, as a list."""
+    return options._repositories()
+
+
+def validate_options(options: Options) -> None:
+    """Check every field of `options` against its annotation (before the
+    core is touched)."""
+    options._validate()
+
+
+def apply_options(options: Options, c_options: Any) -> None:
+    """Validate `options`, then set each field on the binding's
+    ServerOptions `c_options`; an error the core returns names the field."""
+    options._apply(c_options)
+
+
 def apply_log_settings(**settings: Any) -> None:
     """Set the core's logger now: ``log_info``, ``log_warn``, ``log_error``,
     ``log_verbose`` and ``log_format`` as Options has them. The logger is

@@ -17,7 +17,7 @@ from tritonserver._errors import (InvalidArgumentError, InvalidArgumentTypeError
                                   check_text)
 from tritonserver._metrics import prometheus_to_json
 from tritonserver._model import Model, ModelDictionary
-from tritonserver._options import Options
+from tritonserver._options import Options, validate_options
 from tritonserver._registries import HasRegistries, Registries
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class Server(HasRegistries):
         if self._registries.handle is not None:
             raise InvalidArgumentError("the server is already started")
         options = dataclasses.replace(self.options)  # never mutate the caller's
-        options._validate()
+        validate_options(options)
         core = _runtime.ensure_core_loaded()
         _runtime.prepare_options(options, core, next(_server_ids))
         control = CoreControl(self.options, options, core)

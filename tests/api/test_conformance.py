@@ -292,6 +292,7 @@ def test_python_backend_refusal_reads_the_repository_as_the_core_does(monkeypatc
     platform, beside a model.py, runs on the python backend (the core fills
     the backend in), so it is refused too; one naming another backend is not."""
     from tritonserver._control import python_stub as _runtime
+    from tritonserver._control.model_folder import Repositories
     from tritonserver._core.stub_env import StubEnv
 
     io = ('input [{ name: "X" data_type: TYPE_FP32 dims: [-1] }]\n'
@@ -301,9 +302,9 @@ def test_python_backend_refusal_reads_the_repository_as_the_core_does(monkeypatc
         (tmp_path / name / "1").mkdir(parents=True)
         (tmp_path / name / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
         (tmp_path / name / "config.pbtxt").write_text(header + io)
-    options = tritonserver.Options(model_repository=str(tmp_path))
-    assert [_runtime.is_python_model(options, n) for n in ("unnamed", "named", "other")] == \
-        [True, True, False]
+    repositories = Repositories([str(tmp_path)])
+    assert [_runtime.is_python_model(repositories.read(n)) for n in ("unnamed", "named", "other")] \
+        == [True, True, False]
     refusal = StubEnv(False, reason="python backend models are disabled: numpy 2.")
     monkeypatch.setattr(_runtime, "_stub_environment", lambda core: refusal)
     server = start_server(model_repository=str(tmp_path),
@@ -313,5 +314,36 @@ def test_python_backend_refusal_reads_the_repository_as_the_core_does(monkeypatc
             with pytest.raises(tritonserver.UnsupportedError, match="inprocess"):
                 server.load(name)
         assert server.live()
+    finally:
+        stop_within(server)
+
+
+def test_python_backend_refusal_reads_repositories_registered_after_start(monkeypatch, tmp_path):
+    """A repository registered on the running server is searched as those it
+    started with: a python-backend model there is refused too, by its folder
+    name and by the name a name mapping gives it."""
+    from tritonserver._control import python_stub as _runtime
+    from tritonserver._core.stub_env import StubEnv
+
+    config = ('backend: "python"\n'
+              'input [{ name: "X" data_type: TYPE_FP32 dims: [-1] }]\n'
+              'output [{ name: "Y" data_type: TYPE_FP32 dims: [-1] }]\n')
+    for folder in (tmp_path / "later" / "py_later", tmp_path / "mapped" / "py_folder"):
+        (folder / "1").mkdir(parents=True)
+        (folder / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
+        (folder / "config.pbtxt").write_text(config)
+    (tmp_path / "start").mkdir()
+    refusal = StubEnv(False, reason="python backend models are disabled: numpy 2.")
+    monkeypatch.setattr(_runtime, "_stub_environment", lambda core: refusal)
+    server = start_server(model_repository=str(tmp_path / "start"),
+                          model_control_mode=tritonserver.ModelControlMode.EXPLICIT)
+    try:
+        server.register_model_repository(str(tmp_path / "later"))
+        server.register_model_repository(str(tmp_path / "mapped"), {"py_folder": "py_mapped"})
+        for name in ("py_later", "py_mapped"):
+            with pytest.raises(tritonserver.UnsupportedError, match="inprocess"):
+                server.load(name)
+        assert server.live()
+        assert all(model.state != "READY" for model in server.models().values())
     finally:
         stop_within(server)

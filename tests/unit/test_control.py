@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from tritonserver import _gpu
 from tritonserver._control import instances
-from tritonserver._control.instances import WORKERS, is_ensemble, load_parameters, user_view
+from tritonserver._control.instances import WORKERS, load_parameters, user_view
 from tritonserver._control.load_reasons import POLL_FAILURE, explain, failure_lines, with_reason
+from tritonserver._control.model_folder import Repositories
 
 SDK_MARKER = b"tritonserver-backend-sdk:workers-parameter-1"
 
@@ -46,8 +47,9 @@ def _workers_on(monkeypatch):
     monkeypatch.delenv("TRITONSERVER_ONE_CORE_INSTANCE", raising=False)
 
 
-def params_for(model_dir, backends, name="m", **kwargs):
-    return load_parameters([str(model_dir)], [str(backends)], name, **kwargs)
+def params_for(model_dir, backends, name="m", parameters=None, **kwargs):
+    model = Repositories([str(model_dir.parent)]).read(name, parameters)
+    return load_parameters(model, [str(backends)], **kwargs)
 
 
 def test_sdk_model_loads_as_one_instance_with_workers(model, backends):
@@ -119,12 +121,12 @@ def test_config_less_model_takes_its_backend_from_the_model_file(model, backends
 
 
 def test_is_ensemble(model, repo):
-    ens = model("ens", 'name: "ens"\nplatform: "ensemble"\n')
-    plain = model("m", CPU_MODEL)
-    assert is_ensemble([str(ens)], "ens")
-    assert not is_ensemble([str(plain)], "m")
-    assert not is_ensemble([str(repo / "missing")], "missing")
-    assert not is_ensemble([str(model("bad", "platform: ["))], "bad")
+    model("ens", 'name: "ens"\nplatform: "ensemble"\n')
+    model("m", CPU_MODEL)
+    model("bad", "platform: [")
+    repositories = Repositories([str(repo)])
+    assert repositories.read("ens").ensemble
+    assert not any(repositories.read(name).ensemble for name in ("m", "missing", "bad"))
 
 
 @given(st.dictionaries(st.text(max_size=8), st.one_of(
@@ -155,8 +157,8 @@ def test_marker_is_what_the_sdk_writes():
 
 def reason(name, model_dirs, repositories=("r",), parameters=None, strict=True,
            namespacing=False):
-    return explain(name, [str(d) for d in model_dirs], list(repositories), parameters, strict,
-                   namespacing)
+    model = Repositories([str(d.parent) for d in model_dirs]).read(name, parameters)
+    return explain(model, list(repositories), strict, namespacing)
 
 
 def test_reasons_for_the_config_override():

@@ -4,8 +4,9 @@ where the model has one, else config.pbtxt."""
 
 from __future__ import annotations
 
-from tritonserver._control import instances, python_stub
+from tritonserver._control import python_stub
 from tritonserver._control.config_text import config_file
+from tritonserver._control.model_folder import Repositories, repositories
 from tritonserver._options import ServeOptions
 
 
@@ -24,13 +25,13 @@ def test_the_named_file_where_there_is_one(tmp_path):
     assert config_file(str(both), "alt") == str(both / "configs" / "alt.pbtxt")
     assert config_file(str(both), None) == str(both / "config.pbtxt")
     assert config_file(str(plain), "alt") == str(plain / "config.pbtxt")
-    assert instances.is_ensemble([str(both)], "both", "alt")
-    assert not instances.is_ensemble([str(both)], "both")
+    assert Repositories([str(tmp_path)], "alt").read("both").ensemble
+    assert not Repositories([str(tmp_path)]).read("both").ensemble
 
 
 def test_a_python_model_is_told_from_the_named_config(tmp_path):
     _model(tmp_path, "m", 'backend: "identity"', 'backend: "python"')
     named = ServeOptions(model_repository=str(tmp_path), model_config_name="alt")
     plain = ServeOptions(model_repository=str(tmp_path))
-    assert python_stub.is_python_model(named, "m")
-    assert not python_stub.is_python_model(plain, "m")
+    assert python_stub.is_python_model(repositories(named).read("m"))
+    assert not python_stub.is_python_model(repositories(plain).read("m"))

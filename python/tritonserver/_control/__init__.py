@@ -10,6 +10,8 @@ can shrink when a newer core can be had:
 - ``instances``: one core instance per model on the SDK backends (the
   teardown race of two or more instances), and the config Model.config shows.
 - ``config_text``: config.pbtxt read without protobuf, for that rewrite.
+- ``model_folder``: a model's folders, configuration and backend, found
+  as the core finds them, read once per load for the modules here.
 - ``load_reasons``: why a load failed, where the core says only that it did.
 - ``python_stub``: python-backend models refused where the stub would get
   numpy 2 (it corrupts tensors).

@@ -34,17 +34,19 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
 from tritonserver._c import triton_bindings as _bindings
-from tritonserver._control import (banner, instances, load_reasons, model_names, python_stub,
-                                   teardown)
+from tritonserver._control import (banner, instances, load_reasons, model_folder, model_names,
+                                   python_stub, teardown)
+from tritonserver._control.model_folder import ModelFiles
 from tritonserver._control.startup_models import models_loaded_at_start
 from tritonserver._enums import ModelControlMode
 from tritonserver._errors import InternalError, TritonError, UnavailableError, UnsupportedError
-from tritonserver._options import Options
+from tritonserver._options import Options, apply_options, repositories_of
 
 # How long a stop waits after a reload (CoreControl._wait_for_replaced_models).
 REPLACED_MODEL_GRACE_S = 1.0
 
-LoadPlan = list[tuple[str, Optional[dict[str, Any]]]]
+# Each model a start loads, as its load finds it, with its load parameters.
+LoadPlan = list[tuple[ModelFiles, Optional[dict[str, Any]]]]
 
 # Model states in the core's index of a model not yet gone.
 LIVE_STATES = ("READY", "LOADING", "UNLOADING")
@@ -53,13 +55,14 @@ LIVE_STATES = ("READY", "LOADING", "UNLOADING")
 class CoreControl:
     """One started core server: its options as the user gave them
     (``asked``) and as the core got them (``core_options``), the models that
-    failed at start and why, and the loads under way."""
+    failed at start and why, the loads under way, and the repositories the
+    core searches (model_folder)."""
 
     def __init__(self, asked: Options, core_options: Options, core: Any):
         self.asked = asked
         self.core_options = core_options
         self._core = core
-        self._registered: list[tuple[str, dict[str, str]]] = []
+        self._repositories = model_folder.repositories(core_options)
         self._loads = 0
         self._loads_lock = threading.Lock()
         self._failed_reloads = 0
@@ -103,7 +106,7 @@ class CoreControl:
         all models" and nothing else (the reasons go to its log)."""
         mode = ModelControlMode(options.model_control_mode)
         if mode == ModelControlMode.POLL:
-            if options.exit_on_error and all(os.path.isdir(r) for r in options._repositories()):
+            if options.exit_on_error and all(os.path.isdir(r) for r in repositories_of(options)):
                 # The package fails the start itself, naming the models
                 # (_check_polled_models). Repositories that are not local
                 # folders keep the core's check: it says what is wrong.
@@ -114,11 +117,12 @@ class CoreControl:
         names = list(dict.fromkeys(models_loaded_at_start(options)))
         options.model_control_mode = ModelControlMode.EXPLICIT
         options.startup_models = []
-        return [(name, self._one_instance(name, None)) for name in names]
+        models = [self._repositories.read(name) for name in names]
+        return [(model, self._one_instance(model)) for model in models]
 
     def _new_core_server(self, options: Options) -> _bindings.Server:
         c_options = _bindings.ServerOptions()
-        options._apply(c_options)
+        apply_options(options, c_options)
         asked = ModelControlMode(self.asked.model_control_mode)
         if asked != ModelControlMode(options.model_control_mode) and options.log_info \
                 and not options.log_file:
@@ -136,9 +140,9 @@ class CoreControl:
         return _bindings.Server(c_options)
 
     def _load_after_start(self, server: _bindings.Server, later: LoadPlan) -> None:
-        def load(item: tuple[str, Optional[dict[str, Any]]]) -> Optional[str]:
+        def load(item: tuple[ModelFiles, Optional[dict[str, Any]]]) -> Optional[str]:
             try:
-                self._load_explained(server, item[0], item[1], None)
+                self._load_explained(server, item[0], item[1])
                 return None
             except TritonError as e:
                 return str(e)
@@ -146,15 +150,12 @@ class CoreControl:
         # The models in parallel, as the core loads its startup models; then
         # the ensembles, one by one: loaded first, they would load the models
         # they use as the repository has them.
-        ensembles = {name for name, _ in later
-                     if instances.is_ensemble(self._model_dirs(name), name,
-                                              self._config_name())}
-        first = [item for item in later if item[0] not in ensembles]
-        rest = [item for item in later if item[0] in ensembles]
+        first = [item for item in later if not item[0].ensemble]
+        rest = [item for item in later if item[0].ensemble]
         threads = max(1, min(len(first), self.core_options.model_load_thread_count or 1))
         with ThreadPoolExecutor(threads, thread_name_prefix="tritonserver-load") as pool:
             errors = list(pool.map(load, first)) + [load(item) for item in rest]
-        self.startup_failures = {name: why for (name, _), why in zip(first + rest, errors)
+        self.startup_failures = {model.name: why for (model, _), why in zip(first + rest, errors)
                                  if why is not None}
 
     def _check_polled_models(self, server: _bindings.Server) -> None:
@@ -165,7 +166,7 @@ class CoreControl:
                 continue
             self.startup_failures[name] = entry.get("reason") or (
                 f"failed to load '{name}', {load_reasons.POLL_FAILURE}: "
-                + self._explain(name, None))
+                + self._explain(self._repositories.read(name)))
 
     # ---- Loads and repositories -------------------------------------------------------
 
@@ -174,14 +175,14 @@ class CoreControl:
         """Load (or reload) `name` as Server.load does."""
         self.require_model_control()
         model_names.check_load_name(name)
-        python_stub.check_model_loadable(self._core, self.core_options, name, parameters)
-        asked = parameters
-        parameters = self._one_instance(name, parameters) or parameters
+        model = self._repositories.read(name, parameters)
+        python_stub.check_model_loadable(self._core, model)
+        parameters = self._one_instance(model) or parameters
         serving = _serving(server, name)
         with self._loads_lock:
             self._loads += 1
         try:
-            self._load_explained(server, name, parameters, asked)
+            self._load_explained(server, model, parameters)
         except TritonError:
             # A reload that fails while a version serves leaves the core an
             # entry that its stop waits on (docs/reliability.md).
@@ -195,10 +196,10 @@ class CoreControl:
 
     def registered(self, path: str, name_mapping: Optional[dict[str, str]]) -> None:
         """A repository registered since start (its models' folders)."""
-        self._registered.append((path, dict(name_mapping or {})))
+        self._repositories.register(path, name_mapping)
 
     def unregistered(self, path: str) -> None:
-        self._registered = [(p, m) for p, m in self._registered if p != path]
+        self._repositories.unregister(path)
 
     def require_model_control(self, what: str = "") -> None:
         """What the core refuses in NONE mode (it runs in EXPLICIT mode)."""
@@ -208,54 +209,37 @@ class CoreControl:
             raise UnsupportedError(f"{what} is not allowed if model control mode is not EXPLICIT")
         raise UnavailableError("explicit model load / unload is not allowed if polling is enabled")
 
-    def _load_explained(self, server: _bindings.Server, name: str,
-                        parameters: Optional[dict[str, Any]],
-                        asked: Optional[dict[str, Any]]) -> None:
-        """Load with the core's error, and the reason where it gives none."""
+    def _load_explained(self, server: _bindings.Server, model: ModelFiles,
+                        parameters: Optional[dict[str, Any]]) -> None:
+        """Load `model` with `parameters` (those asked for, or the ones
+        giving it one instance), with the core's error, and the reason where
+        it gives none."""
+        name = model.name
         try:
             server.load_model(name, parameters)
         except TritonError as e:
             if load_reasons.POLL_FAILURE not in str(e):
                 raise
-            raise type(e)(load_reasons.with_reason(str(e), self._explain(name, asked))) \
-                from None
+            raise type(e)(load_reasons.with_reason(str(e), self._explain(model))) from None
         except RuntimeError as e:
             # A C++ exception the 2.51 core let out of its C API (a "file:"
             # parameter whose name the file system refuses: "File name too
             # long"); pybind11 makes it a RuntimeError. Triton answers INTERNAL.
             raise InternalError(f"failed to load '{name}': {e}") from None
 
-    def _explain(self, name: str, parameters: Optional[dict[str, Any]]) -> str:
+    def _explain(self, model: ModelFiles) -> str:
         options = self.core_options
         return load_reasons.explain(
-            name, self._model_dirs(name), options._repositories()
-            + [path for path, _ in self._registered], parameters,
-            strict=bool(options.strict_model_config), namespacing=bool(options.model_namespacing),
-            config_name=self._config_name())
+            model, self._repositories.paths(), strict=bool(options.strict_model_config),
+            namespacing=bool(options.model_namespacing))
 
-    def _one_instance(self, name: str,
-                      parameters: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
-        """Load parameters giving `name` one core instance (or None)."""
+    def _one_instance(self, model: ModelFiles) -> Optional[dict[str, Any]]:
+        """Load parameters giving `model` one core instance (or None)."""
         options = self.core_options
         if options.model_control_mode == ModelControlMode.POLL:
             return None
-        return instances.load_parameters(
-            self._model_dirs(name), [str(options.backend_directory)], name,
-            parameters, autocomplete=not options.strict_model_config,
-            config_name=self._config_name())
-
-    def _config_name(self) -> Optional[str]:
-        """The model config name the server was given (serve's
-        --model-config-name: a ServeOptions field), if any."""
-        return getattr(self.core_options, "model_config_name", None) or None
-
-    def _model_dirs(self, name: str) -> list[str]:
-        dirs = [os.path.join(repo, name) for repo in self.core_options._repositories()]
-        for path, mapping in self._registered:
-            dirs += [os.path.join(path, sub) for sub, model in mapping.items() if model == name]
-            if name not in mapping.values():
-                dirs.append(os.path.join(path, name))
-        return dirs
+        return instances.load_parameters(model, [str(options.backend_directory)],
+                                         autocomplete=not options.strict_model_config)
 
     # ---- Stop ---------------------------------------------------------------------------
 

@@ -29,48 +29,36 @@ from functools import lru_cache
 from typing import Any, Optional
 
 from tritonserver import _gpu
+from tritonserver._control.model_folder import ModelFiles
 
 WORKERS = "tritonserver.workers"
 _MARKER = b"tritonserver-backend-sdk:workers-parameter-1"
 # Triton's default CPU instance count per backend (SetDefaultInstanceCount).
 _DEFAULT_CPU_COUNT = {"onnxruntime": 2, "tensorflow": 2}
-# The backend the core picks for a config-less model from its file name.
-_BY_FILE = {"model.onnx": "onnxruntime", "model.py": "python", "model.pt": "pytorch",
-            "model.xml": "openvino", "model.plan": "tensorrt", "model.savedmodel": "tensorflow",
-            "model.graphdef": "tensorflow"}
-_BY_PLATFORM = {"onnxruntime_onnx": "onnxruntime", "pytorch_libtorch": "pytorch",
-                "tensorrt_plan": "tensorrt", "tensorflow_graphdef": "tensorflow",
-                "tensorflow_savedmodel": "tensorflow"}
 _GROUP_KEEPS_N = ("host_policy", "rate_limiter", "secondary_devices", "profile", "passive", "gpus")
 
 
-def load_parameters(model_dirs: list[str], backend_dirs: list[str], name: str,
-                    parameters: Optional[dict[str, Any]] = None,
-                    autocomplete: bool = False,
-                    config_name: Optional[str] = None) -> Optional[dict[str, Any]]:
-    """The load parameters that give model `name` one core instance, or
-    None to load it as asked. `model_dirs`: the folders the model may be in
-    (the first that exists is the core's); `backend_dirs`: the folders of
-    backends, the first one with a backend wins; `parameters`: the load
-    call's own (a ``config`` there replaces the repository's);
-    `autocomplete`: the server completes config-less models
-    (strict_model_config=False); `config_name`: the server's model config
-    name, if any (config_text.config_file)."""
+def load_parameters(model: ModelFiles, backend_dirs: list[str],
+                    autocomplete: bool = False) -> Optional[dict[str, Any]]:
+    """The load parameters that give `model` (as its load finds it:
+    model_folder) one core instance, or None to load it as asked.
+    `backend_dirs`: the folders of backends, the first one with a backend
+    wins; `autocomplete`: the server completes config-less models
+    (strict_model_config=False)."""
     if os.environ.get("TRITONSERVER_ONE_CORE_INSTANCE", "1") == "0":
         return None  # as configured: for measuring what the workers replace
-    parameters = dict(parameters or {})
+    config = model.config
+    if config is None or (config == {} and not autocomplete):
+        return None  # unreadable, or no config.pbtxt: the core says why
+    backend = model.backend
     try:
-        config, folder = _config_of(model_dirs, name, parameters, config_name)
-        if config is None or (config == {} and not autocomplete):
-            return None  # unreadable, or no config.pbtxt: the core says why
-        backend = _backend_of(config, folder)
         if not isinstance(backend, str) or not _built_with_sdk(backend_dirs, backend):
             return None
         count = _worker_count(config, backend)
         if count is None or count < 2:
             return None
         rewritten = dict(config)
-        rewritten["name"] = name
+        rewritten["name"] = model.name
         group = dict(config["instance_group"][0]) if config.get("instance_group") else {}
         group["count"] = 1
         rewritten["instance_group"] = [group]
@@ -78,6 +66,7 @@ def load_parameters(model_dirs: list[str], backend_dirs: list[str], name: str,
                                    WORKERS: {"string_value": str(count)}}
     except (TypeError, ValueError, AttributeError, KeyError, IndexError, OSError):
         return None  # a malformed configuration: the core refuses it and says why
+    parameters = dict(model.parameters)
     parameters["config"] = json.dumps(rewritten)
     return parameters
 
@@ -98,57 +87,6 @@ def user_view(config: dict[str, Any]) -> dict[str, Any]:
     if isinstance(groups, list) and len(groups) == 1 and isinstance(groups[0], dict):
         config["instance_group"] = [{**groups[0], "count": count}]
     return config
-
-
-def is_ensemble(model_dirs: list[str], name: str, config_name: Optional[str] = None) -> bool:
-    config, _ = _config_of(model_dirs, name, {}, config_name)
-    return bool(config and config.get("platform") == "ensemble")
-
-
-def _config_of(model_dirs: list[str], name: str, parameters: dict[str, Any],
-               config_name: Optional[str]) -> tuple[Optional[dict[str, Any]], Optional[str]]:
-    """The model's configuration as a dict and its folder; (None, folder)
-    when it cannot be read (the core reports why when it loads)."""
-    folder = next((d for d in model_dirs if os.path.isdir(d)), None)
-    override = parameters.get("config")
-    if isinstance(override, str):
-        try:
-            config = json.loads(override)
-        except ValueError:
-            return None, folder
-        return (config if isinstance(config, dict) else None), folder
-    if any(str(k).startswith("file:") for k in parameters) or folder is None:
-        return None, folder
-    from tritonserver._control.config_text import ConfigTextError, config_file, parse_model_config
-
-    path = config_file(folder, config_name)
-    if not os.path.isfile(path):
-        return {}, folder  # auto-completed by the core (strict_model_config=False)
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            return parse_model_config(f.read()), folder
-    except (OSError, UnicodeDecodeError, ConfigTextError):
-        return None, folder
-
-
-def _backend_of(config: dict[str, Any], folder: Optional[str]) -> Optional[str]:
-    """The backend the core runs the model on: the one the config names, or
-    for a config-less model the one its model file is for."""
-    backend = config.get("backend") or _BY_PLATFORM.get(config.get("platform", ""))
-    if backend or config.get("platform") or folder is None:
-        return backend or None
-    wanted = config.get("default_model_filename")
-    for entry in sorted(os.listdir(folder)):
-        version = os.path.join(folder, entry)
-        if not (entry.isdigit() and os.path.isdir(version)):
-            continue
-        for file_name, name in _BY_FILE.items():
-            if wanted and os.path.splitext(wanted)[1] != os.path.splitext(file_name)[1]:
-                continue
-            if os.path.exists(os.path.join(version, wanted or file_name)):
-                return name
-    return None
 
 
 def _worker_count(config: dict[str, Any], backend: str) -> Optional[int]:

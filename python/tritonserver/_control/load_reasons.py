@@ -13,46 +13,29 @@ unchanged: Triton's clients and QA match it.
 
 from __future__ import annotations
 
-import json
-import os
-from typing import Any, Optional
+from tritonserver._control.model_folder import ModelFiles
 
 POLL_FAILURE = "failed to poll from model repository"
 
 
-def explain(name: str, model_dirs: list[str], repositories: list[str],
-            parameters: Optional[dict[str, Any]], strict: bool, namespacing: bool,
-            config_name: Optional[str] = None) -> str:
-    """Why the core could not read model ``name``: ``model_dirs`` are the
-    folders it may be in, ``repositories`` the repositories searched,
-    ``parameters`` the load call's, ``strict`` strict_model_config,
-    ``config_name`` the server's model config name."""
-    parameters = parameters or {}
-    override = parameters.get("config")
-    if override is not None:
-        if not isinstance(override, str):
-            return "the 'config' load parameter must be a string holding a JSON object"
-        try:
-            value = json.loads(override)
-        except ValueError as e:
-            return f"the 'config' load parameter is not valid JSON ({e})"
-        if not isinstance(value, dict):
-            return f"the 'config' load parameter must be a JSON object, not {override!r}"
-    if any(str(key).startswith("file:") for key in parameters):
+def explain(model: ModelFiles, repositories: list[str], strict: bool, namespacing: bool) -> str:
+    """Why the core could not read `model` (as the load found it:
+    model_folder): ``repositories`` are the repositories searched,
+    ``strict`` strict_model_config."""
+    if model.overridden and model.problem:
+        return model.problem
+    if model.files:
         return _see_the_log()
-    found = [d for d in model_dirs if os.path.isdir(d)]
+    found = model.folders
     if not found:
         where = ", ".join(repositories) or "none"
-        return (f"model not found in any model repository (no folder '{name}' in: {where})")
+        return (f"model not found in any model repository (no folder '{model.name}' in: {where})")
     if len(found) > 1 and not namespacing:
         return f"not unique across all model repositories (found in {', '.join(found)})"
-    if override is not None:
+    if model.overridden:
         return _see_the_log()
-    from tritonserver._control.config_text import config_file
-
-    config = config_file(found[0], config_name)
-    if os.path.isfile(config):
-        return _config_problem(config) or _see_the_log()
+    if model.config_path is not None:
+        return model.problem or _see_the_log()
     if strict:
         return (f"{found[0]} has no config.pbtxt, and strict_model_config=True does not let the "
                 "backend complete one from the model file. Write a config.pbtxt, or start the "
@@ -74,21 +57,6 @@ def failure_lines(failures: dict[str, str]) -> str:
     # The core ends a failed load's message with ";" and a newline.
     return "".join(f"\n  '{name}': {why.strip().rstrip(';')}"
                    for name, why in sorted(failures.items()))
-
-
-def _config_problem(path: str) -> Optional[str]:
-    from tritonserver._control.config_text import ConfigTextError, parse_model_config
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            parse_model_config(f.read())
-    except UnicodeDecodeError as e:
-        return f"{path} is not UTF-8 text ({e})"
-    except OSError as e:
-        return f"{path} cannot be read ({e})"
-    except ConfigTextError as e:
-        return f"{path} does not parse: {e}"
-    return None
 
 
 def _see_the_log() -> str:

@@ -12,12 +12,11 @@ none of this.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from typing import Any
 
-from tritonserver._control.config_text import config_file
+from tritonserver._control import model_folder
+from tritonserver._control.model_folder import ModelFiles
 from tritonserver._control.startup_models import models_loaded_at_start
 from tritonserver._errors import UnsupportedError
 
@@ -29,22 +28,26 @@ def prepare(options: Any, core: Any) -> None:
     if stub.usable:
         stub.apply(os.environ)  # the stub is a child process: it inherits these
         return
+    repositories = model_folder.repositories(options)
     for name in models_loaded_at_start(options):
-        if is_python_model(options, name):
+        if is_python_model(repositories.read(name)):
             raise UnsupportedError(_python_refusal(name, stub.reason))
 
 
-def check_model_loadable(core: Any, options: Any, name: str,
-                         parameters: "dict[str, Any] | None" = None) -> None:
-    """Refuse a python-backend model when its stub would corrupt tensors.
-
-    ``parameters`` are those of the load call: a ``config`` there replaces
-    the repository's, and ``file:`` entries are the model's files."""
-    if core is None or not is_python_model(options, name, parameters):
+def check_model_loadable(core: Any, model: ModelFiles) -> None:
+    """Refuse a python-backend model when its stub would corrupt tensors
+    (`model`: as the load finds it, its parameters' ``config`` and
+    ``file:`` entries included)."""
+    if core is None or not is_python_model(model):
         return
     stub = _stub_environment(core)
     if not stub.usable:
-        raise UnsupportedError(_python_refusal(name, stub.reason))
+        raise UnsupportedError(_python_refusal(model.name, stub.reason))
+
+
+def is_python_model(model: ModelFiles) -> bool:
+    """Whether the core runs `model` (any of its folders) on the python backend."""
+    return "python" in model.backends
 
 
 def _stub_environment(core: Any) -> Any:
@@ -57,45 +60,3 @@ def _python_refusal(name: str, reason: str) -> str:
     return (f"model '{name}' uses the python backend, which cannot run correctly here: "
             f"{reason.rstrip('.')}. The same model.py runs in this process instead: change "
             "backend: \"python\" to backend: \"inprocess\" in its config.pbtxt (docs/inprocess.md)")
-
-
-_NAMED = re.compile(r'^\s*(backend|platform)\s*:\s*"([^"]*)"', re.MULTILINE)
-
-
-def _runs_on_python_backend(backend: Any, platform: Any, has_model_py: bool) -> bool:
-    """The core's choice: the backend the config names; with none (and no
-    platform), the python backend when the model has a model.py."""
-    if backend or platform:
-        return bool(backend == "python")
-    return has_model_py
-
-
-def is_python_model(options: Any, name: str, parameters: "dict[str, Any] | None" = None) -> bool:
-    parameters = parameters or {}
-    config = parameters.get("config")
-    if isinstance(config, str):  # the load call's config replaces the repository's
-        try:
-            settings = json.loads(config)
-        except ValueError:
-            return False  # the core refuses the load and says why
-        if not isinstance(settings, dict):
-            return False
-        return _runs_on_python_backend(
-            settings.get("backend"), settings.get("platform"),
-            any(isinstance(k, str) and k.startswith("file:") and k.endswith("/model.py")
-                for k in parameters))
-    for repo in options._repositories():
-        folder = os.path.join(repo, name)
-        if not os.path.isdir(folder):
-            continue
-        has_model_py = any(os.path.isfile(os.path.join(folder, v, "model.py"))
-                           for v in os.listdir(folder) if os.path.isdir(os.path.join(folder, v)))
-        named: dict[str, str] = {}
-        config = config_file(folder, getattr(options, "model_config_name", None))
-        if os.path.isfile(config):
-            with open(config, encoding="utf-8", errors="replace") as f:
-                for field, value in _NAMED.findall(f.read()):
-                    named.setdefault(field, value)
-        if _runs_on_python_backend(named.get("backend"), named.get("platform"), has_model_py):
-            return True
-    return False

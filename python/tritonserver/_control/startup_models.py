@@ -7,6 +7,7 @@ from typing import Any
 
 from tritonserver._enums import ModelControlMode
 from tritonserver._errors import InvalidArgumentError
+from tritonserver._options import repositories_of
 
 
 def models_loaded_at_start(options: Any) -> list[str]:
@@ -21,7 +22,7 @@ def models_loaded_at_start(options: Any) -> list[str]:
         if "*" not in options.startup_models:
             return list(options.startup_models)
     names: list[str] = []
-    for repo in options._repositories():
+    for repo in repositories_of(options):
         if os.path.isdir(repo):
             names.extend(n for n in sorted(os.listdir(repo)) if os.path.isdir(os.path.join(repo, n)))
     return names
