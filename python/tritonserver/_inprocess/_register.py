@@ -29,6 +29,7 @@ from tritonserver._errors import InvalidArgumentError, UnsupportedError
 from tritonserver._inprocess import _loader
 from tritonserver._inprocess._config import model_config, to_pbtxt
 from tritonserver._inprocess._model import PythonModel
+from tritonserver._options import repositories_of
 from tritonserver._registries import registries_of
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def register_model(server: Server, name: str, model: Any, **settings: Any) -> Mo
     repo = _repository_of(server)
     repo.write(name, config)
     if not started:
-        repos = options._repositories()
+        repos = repositories_of(options)
         changes: dict[str, Any] = {}
         if repo.path not in repos:
             changes["model_repository"] = repos + [repo.path]
