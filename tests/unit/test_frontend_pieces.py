@@ -406,3 +406,73 @@ def test_restricted_parse_any_text(text):
     except InvalidArgumentError:
         return
     assert group.protocols and group.key and ":" in text and "=" in text
+
+
+# ---- The answer-once policy (HTTP infer and gRPC ModelInfer share it) ------------
+
+
+class _Responses:
+    """Stands for a request's response iterator: what the policy calls on it."""
+
+    def __init__(self):
+        self.cancelled = False
+
+    def cancel(self):
+        self.cancelled = True
+
+
+class _Regions:
+    def __init__(self):
+        self.released = 0
+
+    def release(self):
+        self.released += 1
+
+
+def _answer_once(responses, second="ModelStreamInfer"):
+    from tritonserver.frontends.dataplane.inference import AnswerOnce, WireRequest
+
+    call, iterator, regions = WireRequest(model_name="m"), _Responses(), _Regions()
+    call.shm_use = regions
+    once = AnswerOnce(call, iterator, second)
+    error = None
+    try:
+        with once:
+            for response in responses:
+                if once.take(response):
+                    break
+    except Exception as e:
+        error = e
+    return once, iterator, regions, error
+
+
+def _response(final, outputs=None):
+    import types
+
+    return types.SimpleNamespace(final=final, outputs=outputs or {})
+
+
+def test_answer_once_keeps_the_one_response_and_a_final_flag_after_it_ends_the_wait():
+    first, flag, never = _response(False, {"Y": 1}), _response(True), _response(False, {"Y": 2})
+    once, iterator, regions, error = _answer_once([first, flag, never])
+    assert error is None and once.response() is first
+    assert not iterator.cancelled and regions.released == 1
+
+
+def test_answer_once_refuses_a_second_response_cancels_and_releases_the_regions():
+    import tritonserver
+
+    once, iterator, regions, error = _answer_once(
+        [_response(False, {"Y": 1}), _response(True, {"Y": 2})], second="a streaming endpoint")
+    assert isinstance(error, tritonserver.UnsupportedError)
+    assert str(error) == "the model sent more than one response; use a streaming endpoint"
+    assert iterator.cancelled and regions.released == 1
+
+
+def test_answer_once_with_no_response_is_an_internal_error():
+    import tritonserver
+
+    once, iterator, regions, error = _answer_once([])
+    assert error is None and regions.released == 1
+    with pytest.raises(tritonserver.InternalError, match="no response"):
+        once.response()

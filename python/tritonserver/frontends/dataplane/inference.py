@@ -139,6 +139,47 @@ def finish_once(call: WireRequest, response: Optional[InferenceResponse]) -> Inf
     return response
 
 
+class AnswerOnce:
+    """The answer-once policy of the endpoints that answer a call with one
+    response (HTTP infer, gRPC ModelInfer): fed the call's responses in
+    order by ``take``, it keeps the one response, lets a bare final flag
+    after it end the wait, and refuses a second one (``second``: what the
+    client is told to use instead). As a context manager around the
+    response loop: an error cancels the request, and the call's shared
+    memory is released either way, before the client hears the answer.
+    ``response()`` is then the answer, with only the requested outputs."""
+
+    __slots__ = ("call", "iterator", "second", "_response")
+
+    def __init__(self, call: WireRequest, iterator: Any, second: str):
+        self.call = call
+        self.iterator = iterator
+        self.second = second
+        self._response: Optional[InferenceResponse] = None
+
+    def take(self, response: InferenceResponse) -> bool:
+        """Whether the wait is over (a final flag after the response)."""
+        if self._response is not None:
+            if response.final and not response.outputs:
+                return True
+            raise UnsupportedError(f"the model sent more than one response; use {self.second}")
+        self._response = response
+        return False
+
+    def __enter__(self) -> "AnswerOnce":
+        return self
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
+        try:
+            if kind is not None:
+                self.iterator.cancel()
+        finally:
+            release_shared_memory(self.call)
+
+    def response(self) -> InferenceResponse:
+        return finish_once(self.call, self._response)
+
+
 async def infer_once(server: Server, call: WireRequest, state: Optional[ServerState] = None,
                      client_shm: bool = False) -> tuple[InferenceResponse, ModelEntry]:
     """Send a call to a model that answers once; returns its (successful)
@@ -149,21 +190,11 @@ async def infer_once(server: Server, call: WireRequest, state: Optional[ServerSt
                        "this endpoint doesn't support models with decoupled transaction "
                        "policy; use ModelStreamInfer (gRPC) or generate_stream (HTTP)")
     iterator = send_request(call, server, entry, client_shm=client_shm)
-    response = None
-    try:
-        async for r in iterator:
-            if r.final and not r.outputs and response is not None:
-                break  # a final flag after the response
-            if response is not None:
-                raise UnsupportedError(
-                    "the model sent more than one response; use a streaming endpoint")
-            response = r
-    except BaseException:
-        iterator.cancel()
-        raise
-    finally:
-        release_shared_memory(call)  # before the client hears the answer
-    return finish_once(call, response), entry
+    with AnswerOnce(call, iterator, "a streaming endpoint") as once:
+        async for response in iterator:
+            if once.take(response):
+                break
+    return once.response(), entry
 
 
 __all__ = ["WireRequest", "mark", "prepare", "send_request"]  # mark: tritonserver._submit's

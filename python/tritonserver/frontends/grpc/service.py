@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
-from tritonserver import InvalidArgumentError, Server, UnavailableError, UnsupportedError
+from tritonserver import InvalidArgumentError, Server, UnavailableError
 from tritonserver._enum_names import named
 from tritonserver.frontends.grpc.trace import parse_grpc
 from tritonserver.frontends.dataplane import state as c
@@ -44,7 +44,7 @@ from tritonserver.frontends.grpc.codec import (
 )
 from tritonserver.frontends.grpc.stream import InferStream
 from tritonserver.frontends.dataplane.inference import (
-    finish_once,
+    AnswerOnce,
     mark,
     model_version,
     once_entry,
@@ -309,21 +309,13 @@ class _Service:
                                 client_shm=self.client_shm)
         self.inflight.add(iterator)
         try:
-            response = None
-            for r in iterator:
-                if r.final and not r.outputs and response is not None:
-                    break
-                if response is not None:
-                    raise UnsupportedError("the model sent more than one response; use "
-                                           "ModelStreamInfer")
-                response = r
-        except BaseException:
-            iterator.cancel()
-            raise
+            with AnswerOnce(call, iterator, "ModelStreamInfer") as once:
+                for r in iterator:
+                    if once.take(r):
+                        break
         finally:
             self.inflight.discard(iterator)
-            _shm.release_shared_memory(call)  # before the client hears the answer
-        response = finish_once(call, response)
+        response = once.response()
         if self.compress:
             import grpc  # type: ignore[import-untyped, unused-ignore]
 
