@@ -6,7 +6,7 @@ A child process (``python benchmarks/tsbench/echo_server.py --http-port P
 same server code our frontends run on, and answers an inference by echoing
 its input as ``OUTPUT0``:
 
-- HTTP: our HTTP/1.1 server (``frontends._httpserver``, through the
+- HTTP: our HTTP/1.1 server (``frontends.httpbase.server``, through the
   ``HttpService`` the KServeHttp frontend uses, one event loop) with a small
   ASGI app: the two readiness endpoints and ``infer`` with binary tensors
   (the JSON inference header parsed, the reply's header written);

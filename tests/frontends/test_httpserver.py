@@ -16,7 +16,7 @@ import numpy as np
 from frontends import support
 from frontends.conftest import Endpoints
 
-from tritonserver.frontends.http.server import MAX_HEAD, HttpServer  # noqa: E402
+from tritonserver.frontends.httpbase.server import MAX_HEAD, HttpServer  # noqa: E402
 from tritonserver.frontends._runner import LoopThread, listening_socket  # noqa: E402
 
 INFER = "/v2/models/identity_fp32/infer"

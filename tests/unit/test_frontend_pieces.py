@@ -40,7 +40,7 @@ from tritonserver.frontends.dataplane import tensors
 from tritonserver.frontends.dataplane.state import Forbidden, PayloadTooLarge, parse_version
 from tritonserver.frontends.grpc.codec import grpc_code_name
 from tritonserver.frontends.grpc.trace import parse_grpc
-from tritonserver.frontends.http import wire
+from tritonserver.frontends.httpbase import wire
 
 SETTINGS = settings(max_examples=200, deadline=None, database=None)
 

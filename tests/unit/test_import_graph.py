@@ -145,11 +145,32 @@ def describe(found: list[list[str]], graph: dict[str, set[str]]) -> str:
 
 def test_package_has_no_import_cycle():
     modules = modules_under(REPO / "python", ["tritonserver"])
-    assert "tritonserver.frontends.http.wire" in modules and "tritonserver" in modules
+    assert "tritonserver.frontends.httpbase.wire" in modules and "tritonserver" in modules
     graph = import_graph(modules)
-    assert "tritonserver.frontends.dataplane.state" in graph["tritonserver.frontends.http.wire"]
+    assert "tritonserver.frontends.dataplane.state" in graph["tritonserver.frontends.httpbase.wire"]
     found = cycles(graph)
     assert not found, describe(found, graph)
+
+
+PROTOCOL_FOLDERS = ("http", "grpc", "openai")
+
+
+def test_no_protocol_folder_imports_a_sibling_protocols_folder():
+    # Each protocol's folder translates its wire to the dataplane; what two
+    # of them share lives below them (frontends/httpbase, frontends/dataplane).
+    modules = modules_under(REPO / "python", ["tritonserver"])
+    graph = import_graph(modules)
+    prefix = "tritonserver.frontends."
+    crossing = []
+    for module, targets in sorted(graph.items()):
+        folder = module[len(prefix):].split(".")[0] if module.startswith(prefix) else None
+        if folder not in PROTOCOL_FOLDERS:
+            continue
+        for target in sorted(targets):
+            other = target[len(prefix):].split(".")[0] if target.startswith(prefix) else None
+            if other in PROTOCOL_FOLDERS and other != folder:
+                crossing.append(f"{module} -> {target}")
+    assert "tritonserver.frontends.openai.app" in graph and crossing == [], "\n".join(crossing)
 
 
 def benchmark_modules() -> dict[str, Path]:

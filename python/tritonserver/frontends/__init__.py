@@ -27,7 +27,7 @@ _require()
 
 from tritonserver.frontends.grpc.service import KServeGrpc  # noqa: E402
 from tritonserver.frontends.http.app import HttpSettings, KServeHttp, create_http_app  # noqa: E402
-from tritonserver.frontends.http.metrics import Metrics, create_metrics_app  # noqa: E402
+from tritonserver.frontends.httpbase.metrics import Metrics, create_metrics_app  # noqa: E402
 from tritonserver.frontends.openai.app import (  # noqa: E402
     OpenAI,
     OpenAISettings,

@@ -166,7 +166,7 @@ def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
 
 
 class HttpService:
-    """An ASGI app served by HttpServer (_httpserver.py) on ``thread_count``
+    """An ASGI app served by HttpServer (frontends/httpbase/server.py) on ``thread_count``
     event loops, each on its own thread, all accepting on one listening
     socket."""
 
@@ -185,7 +185,7 @@ class HttpService:
         self._threads: list[LoopThread] = []
 
     def start(self) -> None:
-        from tritonserver.frontends.http.server import HttpServer
+        from tritonserver.frontends.httpbase.server import HttpServer
 
         self._socket = listening_socket(self.address, self.requested_port, self.reuse_port,
                                         self.name)

@@ -1,4 +1,4 @@
-"""KServe v2 over HTTP/REST: the ASGI app and its codecs (``app``, ``codec``,
-``wire``), the package's HTTP/1.1 server (``server``) and the metrics
-frontend (``metrics``). Everything here translates between HTTP and the
-dataplane (``frontends/dataplane``); nothing protocol-free lives here."""
+"""KServe v2 over HTTP/REST: the ASGI app (``app``) and its codec
+(``codec``). Everything here translates between KServe's HTTP protocol and
+the dataplane (``frontends/dataplane``); the HTTP plumbing it stands on, which
+the OpenAI frontend shares, is ``frontends/httpbase``."""

@@ -1,5 +1,5 @@
 """The KServe v2 HTTP/REST frontend: an ASGI app (FastAPI) and KServeHttp,
-which serves it with the package's HTTP/1.1 server (_httpserver.py) on a
+which serves it with the package's HTTP/1.1 server (frontends/httpbase/server.py) on a
 thread of its own.
 
 ``create_http_app(server)`` builds the app for a Server (or for a callable
@@ -22,15 +22,15 @@ from tritonserver._trace import parse_update
 from tritonserver.frontends.dataplane import state as c
 from tritonserver.frontends.dataplane.headers import forward_regex
 from tritonserver.frontends.dataplane import generate as _generate
-from tritonserver.frontends.http import json_codec as _json
+from tritonserver.frontends.httpbase import json_codec as _json
 from tritonserver.frontends.dataplane import metadata as _metadata
 from tritonserver.frontends.dataplane import repository as _repository
 from tritonserver.frontends.dataplane import shared_memory as _shm
 from tritonserver.frontends._frontend import AsgiFrontend
 from tritonserver.frontends.http.codec import infer_reply, parse_infer, raw_binary_call
-from tritonserver.frontends.http.endpoint import (Endpoint, checked_limits, server_provider,
+from tritonserver.frontends.httpbase.endpoint import (Endpoint, checked_limits, server_provider,
                                                   starlette_errors)
-from tritonserver.frontends.http.wire import (
+from tritonserver.frontends.httpbase.wire import (
     HEADER_LENGTH,
     JSON_TYPE,
     SSE_TYPE,
@@ -381,7 +381,7 @@ def create_http_app(server: c.ServerLike, settings: Optional[HttpSettings] = Non
     Serve's ``@serve.ingress(app)``). ``settings`` (an HttpSettings), or its
     fields as keywords: ``max_input_size``, ``restricted_features``,
     ``header_forward_pattern``. Serve it with any ASGI server; KServeHttp
-    serves it with the package's own (_httpserver.py).
+    serves it with the package's own (frontends/httpbase/server.py).
     """
     from starlette.routing import Route
 

@@ -9,11 +9,11 @@ import re
 from typing import Any, Optional
 
 from tritonserver import InferenceResponse, InvalidArgumentError, Server
-from tritonserver.frontends.http import json_codec as _json
+from tritonserver.frontends.httpbase import json_codec as _json
 from tritonserver.frontends.dataplane import shared_memory as _shm
 from tritonserver.frontends.dataplane.classification import Classification, http_count
 from tritonserver.frontends.dataplane.state import ModelEntry
-from tritonserver.frontends.http.wire import (
+from tritonserver.frontends.httpbase.wire import (
     BINARY_TYPE,
     HEADER_LENGTH,
     JSON_TYPE,

@@ -23,13 +23,13 @@ from tritonserver.frontends._frontend import AsgiFrontend
 from tritonserver.frontends._restricted import Protocols, RestrictedLike
 from tritonserver.frontends.dataplane import state as c
 from tritonserver.frontends.dataplane import text_generation as tg
-from tritonserver.frontends.http import json_codec as _json
-from tritonserver.frontends.http.endpoint import (Endpoint, checked_limits, server_provider,
+from tritonserver.frontends.httpbase import json_codec as _json
+from tritonserver.frontends.httpbase.endpoint import (Endpoint, checked_limits, server_provider,
                                                   starlette_errors, triton_error_reply)
-from tritonserver.frontends.http.wire import (JSON_TYPE, SSE_TYPE, Disconnected, Receive, Reply,
+from tritonserver.frontends.httpbase.wire import (JSON_TYPE, SSE_TYPE, Disconnected, Receive, Reply,
                                               Scope, Send, decompress, header, json_bytes,
                                               ok_json, read_body)
-from tritonserver.frontends.http.metrics import PROMETHEUS_TYPE
+from tritonserver.frontends.httpbase.metrics import PROMETHEUS_TYPE
 from tritonserver.frontends.openai import protocol as p
 
 if TYPE_CHECKING:

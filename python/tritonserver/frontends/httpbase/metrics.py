@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 from tritonserver import InvalidArgumentError, Server
 from tritonserver.frontends.dataplane import state as c
 from tritonserver.frontends._frontend import AsgiFrontend
-from tritonserver.frontends.http.wire import http_status
+from tritonserver.frontends.httpbase.wire import http_status
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette

@@ -11,7 +11,7 @@ from typing import Any, Awaitable, Callable, MutableMapping, Optional
 from tritonserver import (InternalError, InvalidArgumentError, NotFoundError, TritonError,
                           UnavailableError, UnsupportedError)
 from tritonserver.frontends.dataplane import state as c
-from tritonserver.frontends.http import json_codec as _json
+from tritonserver.frontends.httpbase import json_codec as _json
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

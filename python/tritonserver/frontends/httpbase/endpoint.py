@@ -12,7 +12,7 @@ from tritonserver import InvalidArgumentError, Server
 from tritonserver.frontends._restricted import (Protocols, RestrictedLike, as_restricted,
                                                 restriction_table)
 from tritonserver.frontends.dataplane import state as c
-from tritonserver.frontends.http.wire import (JSON_TYPE, Disconnected, Receive, Reply, Scope,
+from tritonserver.frontends.httpbase.wire import (JSON_TYPE, Disconnected, Receive, Reply, Scope,
                                               Send, error_body, header, http_status,
                                               send_reply)
 
