@@ -79,7 +79,7 @@ def test_load_parameter_types_are_checked(explicit):
 def test_a_bad_config_in_the_load_call_is_refused_by_the_core(explicit, config):
     # The python-backend check reads this config first: it must leave the
     # verdict to the core, which refuses the load with its own class
-    # (INTERNAL, as Triton answers; tests/frontends/test_http.py) and stays live.
+    # (INTERNAL, as Triton answers; tests/frontends/http/test_http.py) and stays live.
     with pytest.raises(tritonserver.InternalError, match="given"):
         explicit.load("given", {"config": config, "file:1/model.py": b"pass\n"})
     assert explicit.live()
