@@ -117,3 +117,12 @@ def test_every_attribute_the_binding_fast_path_reads_exists():
     missing = [f"{role}: {type(owners[role]).__name__}.{name}"
                for role, name in FAST_PATH_READS.items() if not hasattr(owners[role], name)]
     assert missing == []
+
+
+def test_a_model_of_something_that_is_not_a_server_is_refused_with_a_triton_error():
+    import pytest
+
+    import tritonserver
+
+    with pytest.raises(tritonserver.InvalidArgumentTypeError, match="tritonserver.Server"):
+        tritonserver.Model(object(), "identity_fp32")
