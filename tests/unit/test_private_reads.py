@@ -124,5 +124,7 @@ def test_a_model_of_something_that_is_not_a_server_is_refused_with_a_triton_erro
 
     import tritonserver
 
-    with pytest.raises(tritonserver.InvalidArgumentTypeError, match="tritonserver.Server"):
+    from tritonserver._errors import InvalidArgumentTypeError
+
+    with pytest.raises(InvalidArgumentTypeError, match="tritonserver.Server"):
         tritonserver.Model(object(), "identity_fp32")
