@@ -6,7 +6,7 @@ error for the load or for the requests concerned, never for the server."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
 from tritonserver import _datatypes as dt
 from tritonserver._enums import DataType
@@ -19,7 +19,7 @@ from tritonserver._errors import (
     release_frames,
     summary,
 )
-from tritonserver._inprocess import _loader
+from tritonserver._inprocess import _loader, _pb_autocomplete
 from tritonserver._inprocess._model import ModelInstance, PythonModel
 from tritonserver._inprocess._request import ModelRequest, send
 
@@ -63,7 +63,7 @@ class LoadedModel:
         self.execute_fn = model.execute
 
 
-def _raise(model_name: str, hook: str, error: BaseException) -> None:
+def _raise(model_name: str, hook: str, error: BaseException) -> NoReturn:
     code, message = failure(model_name, hook, error)
     raise error_from_code(code, message) from None
 
@@ -76,14 +76,19 @@ def _string_parameters(config: dict[str, Any]) -> dict[str, str]:
 def complete_config(name: str, version: int, config_json: str, repository_path: str,
                     backend_settings_json: str) -> Optional[str]:
     """The model configuration completed by its runtime (the server allows
-    it: Options.strict_model_config=False), or None to keep it."""
+    it: Options.strict_model_config=False), or None to keep it: a framework
+    model's by its framework; a python-backend model.py's by its
+    ``TritonPythonModel.auto_complete_config``, as the python backend does
+    (the core takes max_batch_size, inputs, outputs, a scheduler where none
+    is configured, and decoupled from what is returned)."""
     config = json.loads(config_json)
     try:
         backend = framework(config.get("backend"))
     except Exception as e:
         _raise(name, "finding its backend", e)
     if backend is None:
-        return None
+        completed = _pb_autocomplete.complete(name, version, config, repository_path, _raise)
+        return None if completed is None or completed == config else json.dumps(completed)
     settings = json.loads(backend_settings_json).get("cmdline", {})
     try:
         completed = backend.complete(name, version, config, repository_path, settings)

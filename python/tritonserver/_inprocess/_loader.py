@@ -79,15 +79,14 @@ def _from_file(name: str, version: int, repository_path: str, parameters: dict[s
         raise NotFoundError(
             f"model '{name}': {path} does not exist; put the model's class there, or name it "
             f"with the configuration parameter {PARAMETER} ('package.module:Class')")
-    module = _load_module(path, folder)
+    module = import_file(path, folder)
     wanted = parameters.get(CLASS_PARAMETER)
     if wanted:
         try:
             return getattr(module, wanted)
         except AttributeError:
             raise NotFoundError(f"model '{name}': {path} defines no {wanted!r}") from None
-    own = [v for v in vars(module).values() if isinstance(v, type) and issubclass(v, PythonModel)
-           and v is not PythonModel and v.__module__ == module.__name__]
+    own = model_classes(module)
     if len(own) == 1:
         return own[0]
     if len(own) > 1:
@@ -103,7 +102,16 @@ def _from_file(name: str, version: int, repository_path: str, parameters: dict[s
                         "TritonPythonModel")
 
 
-def _load_module(path: str, folder: str) -> Any:
+def model_classes(module: Any) -> list[type]:
+    """The PythonModel subclasses `module` defines itself (not imported)."""
+    return [v for v in vars(module).values() if isinstance(v, type) and issubclass(v, PythonModel)
+            and v is not PythonModel and v.__module__ == module.__name__]
+
+
+def import_file(path: str, folder: str) -> Any:
+    """`path` imported as a module of a name of its own (in sys.modules:
+    the caller may drop it), with `folder` on sys.path while it runs, so
+    it can import modules beside it."""
     from tritonserver._inprocess import pb_utils
 
     # A python-backend model.py imports this name; ours answers it.

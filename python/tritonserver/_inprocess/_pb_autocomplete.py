@@ -1,0 +1,110 @@
+"""``TritonPythonModel.auto_complete_config`` for a python-backend model.py
+run in-process: what the python backend does in a stub started for that
+call alone, done in this interpreter.
+
+The model's file is imported for the call under a module name of its own
+(the python backend imports it in a process that then exits; the load that
+follows imports it again), and dropped from ``sys.modules`` afterwards. A
+file that cannot define the hook (no ``TritonPythonModel`` in it, or one
+with no base class and no ``auto_complete_config`` in the file) is not
+imported at all, so a model folder of a ``PythonModel`` is imported once per
+load, as it always was. The loader (``_loader``) decides what the folder
+holds the same way: a PythonModel subclass wins over TritonPythonModel.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sys
+from typing import Any, Callable, NoReturn, Optional
+
+from tritonserver._errors import InvalidArgumentError
+from tritonserver._inprocess import _loader, pb_utils
+
+HOOK = "auto_complete_config"
+CLASS = "TritonPythonModel"
+
+
+def _model_file(version: int, repository_path: str, config: dict[str, Any]) -> Optional[str]:
+    """The model.py the loader will import, when the configuration names no
+    class by parameter (those are PythonModel classes, never pb_utils ones)."""
+    parameters = config.get("parameters") or {}
+    for key in (_loader.PARAMETER, _loader.CLASS_PARAMETER):
+        if (parameters.get(key) or {}).get("string_value"):
+            return None
+    filename = config.get("default_model_filename") or "model.py"
+    path = os.path.join(repository_path, str(version), filename)
+    return path if os.path.isfile(path) else None
+
+
+def _may_define_hook(source: str) -> bool:
+    """False when the file's text shows its TritonPythonModel (if any) has no
+    auto_complete_config: no TritonPythonModel at all, or only a class of that
+    name without bases while the file never names the hook. Anything else
+    (a base class, an imported class, a syntax error for the loader to report
+    later) is decided by importing."""
+    if CLASS not in source:
+        return False
+    if HOOK in source:
+        return True
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False  # the load reports it, with the loader's message
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == CLASS]
+    if not classes:
+        return True  # imported or assigned: only the class itself can tell
+    return any(c.bases or c.keywords or c.decorator_list for c in classes)
+
+
+def _hook_class(module: Any) -> Optional[type]:
+    """The module's TritonPythonModel when the loader would run it (no
+    PythonModel subclass of the module's own) and it has the hook."""
+    if _loader.model_classes(module):
+        return None
+    found = getattr(module, CLASS, None)
+    if not isinstance(found, type) or not hasattr(found, HOOK):
+        return None
+    return found
+
+
+def complete(name: str, version: int, config: dict[str, Any], repository_path: str,
+             fail: Callable[[str, str, BaseException], NoReturn]) -> Optional[dict[str, Any]]:
+    """The configuration ``TritonPythonModel.auto_complete_config`` returns
+    for `config`, or None when the model has no such hook (or is not a
+    python-backend model). What the file's import or the hook raises goes
+    to ``fail(name, step, error)``, which raises the load's error."""
+    path = _model_file(version, repository_path, config)
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    except (OSError, UnicodeDecodeError):
+        return None  # the load reports it
+    if not _may_define_hook(source):
+        return None
+    folder = os.path.dirname(path)
+    module = None
+    try:
+        with pb_utils.model_dir_while(folder):
+            try:
+                module = _loader.import_file(path, folder)
+            except Exception as e:
+                fail(name, "loading its Python class", e)
+            cls = _hook_class(module)
+            if cls is None:
+                return None
+            try:
+                returned = getattr(cls, HOOK)(pb_utils.ModelConfig(json.dumps(config)))
+            except Exception as e:
+                fail(name, HOOK, e)
+        if not isinstance(returned, pb_utils.ModelConfig):
+            raise InvalidArgumentError(f"auto_complete_config function in model '{name}' must "
+                                       "return a valid pb.ModelConfig object.")
+        return returned.as_dict()
+    finally:
+        if module is not None:
+            sys.modules.pop(module.__name__, None)
