@@ -143,6 +143,7 @@ struct Access {
   static uint64_t ComputeStart(const Requests& r) { return r.compute_start_ns_; }
   static uint64_t ComputeEnd(const Requests& r) { return r.compute_end_ns_; }
   static uint64_t KeptBatchSize(const Requests& r) { return r.kept_batch_size_; }
+  static bool Reschedule(Request& r) { return r.Reschedule(); }
   static std::pair<uint64_t, uint64_t> Report(const Request& r, uint64_t start, uint64_t end) {
     return r.ReportStatistics(start, end);
   }
@@ -278,6 +279,11 @@ inline void Complete(Instance& instance, Requests& batch, uint64_t exec_start, u
   for (std::unique_ptr<Request>& owned : Access::All(batch)) {
     if (owned == nullptr) continue;  // kept by the backend
     Request& request = *owned;
+    if (request.rescheduled() && !request.finished() && !thrown.has_value() &&
+        Access::Reschedule(request)) {
+      owned.reset();  // back with its scheduler: neither answered nor reported here
+      continue;
+    }
     if (!request.finished()) {
       if (thrown.has_value()) {
         request.Fail(*thrown);

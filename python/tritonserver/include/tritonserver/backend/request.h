@@ -182,6 +182,13 @@ class Request {
   // A kept request (Requests::Keep) is failed if it got no final response,
   // then released.
   ~Request() {
+    if (kept_ && rescheduled_ && !finished_ && Reschedule()) {
+      if (factory_ != nullptr) {
+        detail::LogIfError(TRITONBACKEND_ResponseFactoryDelete(factory_),
+                           "deleting a response factory");
+      }
+      return;
+    }
     if (kept_ && !finished_) {
       Fail(TRITONSERVER_ERROR_INTERNAL,
            "the backend let go of the request without a final response");
@@ -414,6 +421,14 @@ class Request {
     }
   }
 
+  // Once the backend is done with it (after Execute, or when a kept
+  // request is destroyed), the request goes back to its scheduler instead
+  // of being released, unless it was finished by then: the core's
+  // TRITONSERVER_REQUEST_RELEASE_RESCHEDULE (for a sequence batcher's
+  // iterative sequences). No response is due for it meanwhile.
+  void SetRescheduled(bool reschedule) { rescheduled_ = reschedule; }
+  bool rescheduled() const { return rescheduled_; }
+
   // Whether the final response (or flag) was sent.
   bool finished() const { return finished_; }
   bool failed() const { return failed_; }
@@ -428,6 +443,20 @@ class Request {
   friend class Response;
   friend class Requests;
   friend struct detail::Access;
+
+  // Hands the request back to its scheduler; false when the core refuses
+  // (a scheduler that does not reschedule): the request is then failed
+  // with why, for the caller to release as usual.
+  bool Reschedule() noexcept {
+    TRITONSERVER_Error* error =
+        TRITONBACKEND_RequestRelease(handle_, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE);
+    if (error == nullptr) return true;
+    detail::ErrorPtr owned(error);
+    const std::string why =
+        std::string("the request could not be rescheduled: ") + TRITONSERVER_ErrorMessage(error);
+    Fail(TRITONSERVER_ERROR_UNSUPPORTED, why.c_str());
+    return false;
+  }
 
   const char* HostPolicy() const {
     const std::string& policy = instance_->host_policy();
@@ -499,6 +528,7 @@ class Request {
   bool finished_ = false;
   bool failed_ = false;
   bool kept_ = false;
+  bool rescheduled_ = false;
   uint64_t finish_ns_ = 0;
   uint64_t compute_start_ns_ = 0;
   uint64_t compute_end_ns_ = 0;
