@@ -7,6 +7,8 @@ them by tritonserver._server's functions."""
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import TYPE_CHECKING, Any, Optional
 
 from tritonserver._errors import InvalidArgumentError, InvalidArgumentTypeError
@@ -79,3 +81,33 @@ def registries_of(server: Any) -> Registries:
         raise InvalidArgumentTypeError(
             f"server must be a tritonserver.Server, not {type(server).__name__}")
     return server._registries
+
+
+# The started servers of this process by their core's address (the
+# TRITONSERVER_Server* the backends see), for the models they run to call
+# them back in-process (BLS: tritonserver._inprocess._pb_bls).
+_started_lock = threading.Lock()
+_started: "weakref.WeakValueDictionary[int, HasRegistries]" = weakref.WeakValueDictionary()
+
+
+def note_started(server: HasRegistries) -> None:
+    """``server`` has started: its models may find it by its address."""
+    with _started_lock:
+        _started[registries_of(server).started().address()] = server
+
+
+def note_stopping(server: HasRegistries) -> None:
+    with _started_lock:
+        for address, found in list(_started.items()):
+            if found is server:
+                del _started[address]
+
+
+def started_server(address: Optional[int] = None) -> Optional[HasRegistries]:
+    """The started server whose core is at ``address``; with None, the one
+    started server when there is exactly one."""
+    with _started_lock:
+        if address is not None:
+            return _started.get(address)
+        servers = list(_started.values())
+    return servers[0] if len(servers) == 1 else None

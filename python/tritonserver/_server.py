@@ -18,7 +18,7 @@ from tritonserver._errors import (InvalidArgumentError, InvalidArgumentTypeError
 from tritonserver._metrics import prometheus_to_json
 from tritonserver._model import Model, ModelDictionary
 from tritonserver._options import Options, validate_options
-from tritonserver._registries import HasRegistries, Registries
+from tritonserver._registries import HasRegistries, Registries, note_started, note_stopping
 
 if TYPE_CHECKING:
     from tritonserver._trace import Tracing
@@ -68,6 +68,7 @@ class Server(HasRegistries):
             self._registries.close_tracing()
             raise
         self._control = control
+        note_started(self)
         if wait_until_ready:
             deadline = None if timeout is None else time.monotonic() + timeout
             while not self.ready():
@@ -94,6 +95,7 @@ class Server(HasRegistries):
         after waiting up to exit_timeout again for that work). Either way the
         server is stopped afterwards.
         """
+        note_stopping(self)
         server, self._registries.handle = self._registries.handle, None
         if server is not None:
             try:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tritonserver
+from tritonserver._inprocess._pb_types import ModelContext, running_for
 from conftest import start_server, stop_within
 from tritonserver._inprocess import pb_utils
 
@@ -184,6 +185,9 @@ class TritonPythonModel:
             except pb_utils.TritonError as e:
                 responses.append(pb_utils.InferenceResponse(error=e))
                 continue
+            if flags == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+                responses.append(None)  # a rescheduled request gets no response
+                continue
             dir_ = pb_utils.Tensor("DIR", np.array([self.model_dir.encode()], np.object_))
             responses.append(pb_utils.InferenceResponse([dir_]))
         return responses
@@ -262,9 +266,11 @@ def test_logger_from_a_model_and_get_model_dir(helpers_server):
         _LOGS.splitlines().index('        logger.log_warn("execute warn")') + 1
 
 
-def test_rescheduling_a_request_is_refused(helpers_server):
+def test_rescheduling_where_the_scheduler_cannot_fails_the_request(helpers_server):
+    # The default scheduler gives nothing back to reschedule (the core's
+    # iterative sequences do: tests/inprocess/test_pb_bls.py).
     server, _, _ = helpers_server
-    with pytest.raises(tritonserver.UnsupportedError, match="rescheduling"):
+    with pytest.raises(tritonserver.UnsupportedError, match="could not be rescheduled"):
         next(server.model("logs").infer(inputs={"FLAGS": np.array(
             [pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE], np.int32)}))
 
@@ -272,6 +278,6 @@ def test_rescheduling_a_request_is_refused(helpers_server):
 def test_get_model_dir_outside_a_model():
     # From a file of its own (no model on the stack): that file's folder.
     assert pb_utils.get_model_dir() == os.path.dirname(os.path.abspath(__file__))
-    with pb_utils.model_dir_while("/some/model/1"):
+    with running_for(ModelContext("m", "/some/model/1")):
         assert pb_utils.get_model_dir() == "/some/model/1"
     assert json.dumps(pb_utils.get_model_dir())  # a str again after the block

@@ -27,6 +27,9 @@ struct TRITONSERVER_InferenceRequest;
 struct TRITONSERVER_InferenceResponse;
 struct TRITONSERVER_InferenceTrace;
 struct TRITONSERVER_Message;
+struct TRITONSERVER_Metric;
+struct TRITONSERVER_MetricArgs;
+struct TRITONSERVER_MetricFamily;
 struct TRITONSERVER_Metrics;
 struct TRITONSERVER_Parameter;
 struct TRITONSERVER_ResponseAllocator;
@@ -39,6 +42,9 @@ typedef struct TRITONSERVER_InferenceRequest TRITONSERVER_InferenceRequest;
 typedef struct TRITONSERVER_InferenceResponse TRITONSERVER_InferenceResponse;
 typedef struct TRITONSERVER_InferenceTrace TRITONSERVER_InferenceTrace;
 typedef struct TRITONSERVER_Message TRITONSERVER_Message;
+typedef struct TRITONSERVER_Metric TRITONSERVER_Metric;
+typedef struct TRITONSERVER_MetricArgs TRITONSERVER_MetricArgs;
+typedef struct TRITONSERVER_MetricFamily TRITONSERVER_MetricFamily;
 typedef struct TRITONSERVER_Metrics TRITONSERVER_Metrics;
 typedef struct TRITONSERVER_Parameter TRITONSERVER_Parameter;
 typedef struct TRITONSERVER_ResponseAllocator TRITONSERVER_ResponseAllocator;
@@ -676,6 +682,40 @@ TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_ServerInferAsync(
     TRITONSERVER_Server* server,
     TRITONSERVER_InferenceRequest* inference_request,
     TRITONSERVER_InferenceTrace* trace);
+
+// ---- Custom metrics (used by the inprocess backend, linked to the core) -----
+
+typedef enum TRITONSERVER_metrickind_enum {
+  TRITONSERVER_METRIC_KIND_COUNTER = 0,
+  TRITONSERVER_METRIC_KIND_GAUGE = 1,
+  TRITONSERVER_METRIC_KIND_HISTOGRAM = 2
+} TRITONSERVER_MetricKind;
+
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_MetricFamilyNew(
+    TRITONSERVER_MetricFamily** family, const TRITONSERVER_MetricKind kind, const char* name,
+    const char* description);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_MetricFamilyDelete(
+    TRITONSERVER_MetricFamily* family);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_MetricArgsNew(
+    TRITONSERVER_MetricArgs** args);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_MetricArgsSetHistogram(
+    TRITONSERVER_MetricArgs* args, const double* buckets, const uint64_t buckets_count);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_MetricArgsDelete(
+    TRITONSERVER_MetricArgs* args);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_MetricNewWithArgs(
+    TRITONSERVER_Metric** metric, TRITONSERVER_MetricFamily* family,
+    const TRITONSERVER_Parameter** labels, const uint64_t label_count,
+    const TRITONSERVER_MetricArgs* args);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_MetricDelete(
+    TRITONSERVER_Metric* metric);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_MetricValue(TRITONSERVER_Metric* metric,
+                                                                  double* value);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_MetricIncrement(
+    TRITONSERVER_Metric* metric, double value);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_MetricSet(TRITONSERVER_Metric* metric,
+                                                                double value);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_MetricObserve(
+    TRITONSERVER_Metric* metric, double value);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -1,6 +1,8 @@
 // RequestHandle and Input (see handle.h).
 #include "handle.h"
 
+#include <algorithm>
+
 #include <pybind11/stl.h>
 
 #include <cstring>
@@ -183,7 +185,11 @@ void RequestHandle::Send(py::handle outputs, py::handle parameters, bool final) 
     py::gil_scoped_release unlocked;  // the copies, and the send's callbacks
     std::lock_guard<std::mutex> lock(mutex_);
     tb::Response response = request_->NewResponse();
+    // Only what the request asked for (the core lists every output when
+    // it named none), as the python backend prunes a model's outputs.
+    const std::vector<std::string> requested = request_->RequestedOutputs();
     for (const OutputItem& out : parsed) {
+      if (std::find(requested.begin(), requested.end(), out.name) == requested.end()) continue;
       const auto size = static_cast<uint64_t>(out.data.view.len);
       tb::OutputTensor tensor = response.AddOutput(out.name, out.dtype, out.shape, size);
       if (size != 0) std::memcpy(tensor.data(), out.data.view.buf, size);
@@ -224,6 +230,18 @@ void RequestHandle::UpdateStates(py::handle states) {
 
 void RequestHandle::Fail(int code, const std::string& message) {
   FailIfOpen(static_cast<TRITONSERVER_Error_Code>(code), message);
+}
+
+void RequestHandle::SetRescheduled(bool reschedule) {
+  py::gil_scoped_release unlocked;
+  std::lock_guard<std::mutex> lock(mutex_);
+  request_->SetRescheduled(reschedule);
+}
+
+bool RequestHandle::rescheduled() {
+  py::gil_scoped_release unlocked;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return request_->rescheduled();
 }
 
 void RequestHandle::Finish() {
@@ -301,6 +319,11 @@ void RegisterHandleTypes(py::module_& module) {
       .def("finish", &RequestHandle::Finish,
            "The final flag of a decoupled request, without a response.")
       .def("is_cancelled", &RequestHandle::IsCancelled)
+      .def("set_rescheduled", &RequestHandle::SetRescheduled, py::arg("reschedule"),
+           "Give the request back to its scheduler (unanswered) once the model is done "
+           "with it.")
+      .def("defer", &RequestHandle::Defer,
+           "Python answers the request after execute returned (keep the handle).")
       .def("inputs", &Inputs, "The inputs, as a tuple of Input.")
       .def("id", &RequestHandle::Id)
       .def("correlation_id", &RequestHandle::CorrelationId)
@@ -308,7 +331,8 @@ void RegisterHandleTypes(py::module_& module) {
       .def("timeout_us", &RequestHandle::TimeoutUs)
       .def("requested_outputs", &RequestHandle::RequestedOutputs)
       .def("parameters", &RequestHandle::Parameters)
-      .def_property_readonly("finished", &RequestHandle::finished);
+      .def_property_readonly("finished", &RequestHandle::finished)
+      .def_property_readonly("rescheduled", &RequestHandle::rescheduled);
   py::class_<Input>(module, "Input", py::buffer_protocol(), py::module_local(),
                     "An input tensor of a request; its data (read only) "
                     "through the buffer protocol.")

@@ -52,9 +52,15 @@ class RequestHandle {
   // sequence reads. Before the response is sent.
   void UpdateStates(py::handle states);
   void Fail(int code, const std::string& message);
+  // TRITONSERVER_REQUEST_RELEASE_RESCHEDULE when the backend is done with it.
+  void SetRescheduled(bool reschedule);
+  bool rescheduled();
   void Finish();
   bool IsCancelled();
   bool finished();
+  // Python answers it later, after Execute returned (an async execute).
+  void Defer() { deferred_ = true; }
+  bool deferred() const { return deferred_; }
   std::string Id();
   py::object CorrelationId();
   uint32_t Flags();
@@ -66,6 +72,7 @@ class RequestHandle {
   tb::Request* request_;
   std::unique_ptr<tb::Request> owned_;  // set once kept past Execute
   std::mutex mutex_;
+  bool deferred_ = false;  // set and read with the GIL
 };
 
 // Adds RequestHandle and Input to `module`.

@@ -19,6 +19,7 @@
 #include <dlfcn.h>
 
 #include "handle.h"
+#include "metrics.h"
 #include "pyinterop/errors.h"
 #include "pyinterop/gil.h"
 #include "pyinterop/ref.h"
@@ -57,8 +58,15 @@ void LoadRuntime() {
       py::reinterpret_steal<py::module_>(PyModule_New("tritonserver._inprocess._backend"));
   if (!types) throw py::error_already_set();
   RegisterHandleTypes(types);
+  RegisterMetricTypes(types);
   pyinterop::RegisterErrorTranslator();
-  py::module_::import("sys").attr("modules")["tritonserver._inprocess._backend"] = types;
+  // A second copy of this library (the core loads it by another name where
+  // no hard link could be made) keeps the first's module: its types work
+  // on its own objects whichever module Python imports.
+  py::dict modules = py::module_::import("sys").attr("modules");
+  if (!modules.contains("tritonserver._inprocess._backend")) {
+    modules["tritonserver._inprocess._backend"] = types;
+  }
   py::module_ dispatch = py::module_::import("tritonserver._inprocess._dispatch");
   // send() reads each Output by position: its fields must be these.
   py::object fields =
@@ -100,6 +108,19 @@ py::object CallPython(Fn&& fn) {
   }
 }
 
+// Where the model's backend lives (the folder of its library, or of a
+// python-based backend's model.py) and the server that loaded it (its
+// TRITONSERVER_Server* as an int, for calls back into it: BLS).
+py::tuple ModelPlace(tb::Model& model) {
+  const char* location = nullptr;
+  TRITONBACKEND_ArtifactType type = TRITONBACKEND_ARTIFACT_FILESYSTEM;
+  tb::Check(TRITONBACKEND_BackendArtifacts(model.backend().handle(), &type, &location));
+  TRITONSERVER_Server* server = nullptr;
+  tb::Check(TRITONBACKEND_ModelServer(model.handle(), &server));
+  return py::make_tuple(model.backend().name(), location != nullptr ? location : "",
+                        reinterpret_cast<uintptr_t>(server));
+}
+
 struct ModelState {
   pyinterop::OwnedRef loaded;  // what _dispatch.load_model returned
 };
@@ -124,13 +145,14 @@ class InProcess : public tb::Backend {
     if (model.AutoCompleteAllowed()) {  // the model's runtime may complete its configuration
       py::object completed = CallPython([&] {
         return runtime->complete_config(model.name(), model.version(), model.config_text(),
-                                        model.repository_path(), model.backend().config_text());
+                                        model.repository_path(), model.backend().config_text(),
+                                        ModelPlace(model));
       });
       if (!completed.is_none()) model.SetConfig(completed.cast<std::string>());
     }
     py::object loaded = CallPython([&] {
       return runtime->load_model(model.name(), model.version(), model.config_text(),
-                                 model.repository_path());
+                                 model.repository_path(), ModelPlace(model));
     });
     model.EmplaceState<ModelState>(ModelState{pyinterop::OwnedRef(loaded)});
   }
@@ -189,10 +211,13 @@ class InProcess : public tb::Backend {
     const bool decoupled = instance.model().decoupled();
     for (size_t k = 0; k < handles.size(); ++k) {
       RequestHandle& handle = *handles[k];
-      // Python still holds it (beyond our list): a decoupled request may
+      // Python still holds it (beyond our list): a decoupled request, or
+      // one whose answer Python deferred (a coroutine still running), may
       // still be answered; any other request must be answered by now.
       const bool kept = Py_REFCNT(PyList_GET_ITEM(batch.ptr(), k)) > 1;
-      if (!(decoupled && kept)) {
+      // A rescheduled request goes back to its scheduler unanswered.
+      const bool rescheduled = handle.request().rescheduled();
+      if (!rescheduled && !((decoupled || handle.deferred()) && kept)) {
         handle.FailIfOpen(thrown ? thrown->code() : TRITONSERVER_ERROR_INTERNAL,
                           thrown ? thrown->message()
                                  : "execute returned without a final response "

@@ -5,7 +5,9 @@ error for the load or for the requests concerned, never for the server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
 from tritonserver import _datatypes as dt
@@ -19,7 +21,7 @@ from tritonserver._errors import (
     release_frames,
     summary,
 )
-from tritonserver._inprocess import _loader, _pb_autocomplete
+from tritonserver._inprocess import _async, _loader, _pb_autocomplete
 from tritonserver._inprocess._model import ModelInstance, PythonModel
 from tritonserver._inprocess._request import ModelRequest, send
 
@@ -73,8 +75,16 @@ def _string_parameters(config: dict[str, Any]) -> dict[str, str]:
             for key, value in config.get("parameters", {}).items()}
 
 
+def _backend_file(config: dict[str, Any], place: tuple[str, str, int]) -> Optional[str]:
+    """The model.py of a python-based backend (``<backend folder>/<name>/model.py``,
+    the core's ``runtime: "model.py"``) that runs this model, else None."""
+    if config.get("runtime") != "model.py":
+        return None
+    return os.path.join(place[1], "model.py")
+
+
 def complete_config(name: str, version: int, config_json: str, repository_path: str,
-                    backend_settings_json: str) -> Optional[str]:
+                    backend_settings_json: str, place: tuple[str, str, int]) -> Optional[str]:
     """The model configuration completed by its runtime (the server allows
     it: Options.strict_model_config=False), or None to keep it: a framework
     model's by its framework; a python-backend model.py's by its
@@ -87,7 +97,8 @@ def complete_config(name: str, version: int, config_json: str, repository_path: 
     except Exception as e:
         _raise(name, "finding its backend", e)
     if backend is None:
-        completed = _pb_autocomplete.complete(name, version, config, repository_path, _raise)
+        completed = _pb_autocomplete.complete(name, version, config, repository_path,
+                                              _backend_file(config, place), _raise)
         return None if completed is None or completed == config else json.dumps(completed)
     settings = json.loads(backend_settings_json).get("cmdline", {})
     try:
@@ -97,7 +108,11 @@ def complete_config(name: str, version: int, config_json: str, repository_path: 
     return None if completed is None else json.dumps(completed)
 
 
-def load_model(name: str, version: int, config_json: str, repository_path: str) -> LoadedModel:
+def load_model(name: str, version: int, config_json: str, repository_path: str,
+               place: tuple[str, str, int]) -> LoadedModel:
+    """The model's object, initialized. ``place``: the name and folder of
+    the backend that runs it (inprocess, python, or a python-based backend)
+    and the address of its server's core."""
     config = json.loads(config_json)
     parameters = _string_parameters(config)
     try:
@@ -106,11 +121,13 @@ def load_model(name: str, version: int, config_json: str, repository_path: str) 
             model: PythonModel = backend()
         else:
             model = _loader.make(name, version, repository_path, parameters,
-                                 config.get("default_model_filename", ""))
+                                 config.get("default_model_filename", ""),
+                                 _backend_file(config, place))
     except Exception as e:
         _raise(name, "loading its Python class", e)
     model.name, model.version, model.config = name, version, config
     model.parameters, model.repository_path = parameters, repository_path
+    model.server_address = place[2]
     try:
         model.initialize()
     except Exception as e:
@@ -143,7 +160,10 @@ def finalize_instance(loaded: LoadedModel, instance: ModelInstance) -> None:
 
 def execute(loaded: LoadedModel, instance: ModelInstance, handles: list[RequestHandle]) -> None:
     """One batch. Every request ends answered, or (decoupled) held by the
-    model's sender; the backend fails any request left unanswered."""
+    model's sender; the backend fails any request left unanswered. An
+    ``async def execute``'s coroutine runs on the models' event loop
+    (tritonserver._inprocess._async) and answers its requests when it
+    returns: the instance takes its next batch meanwhile."""
     requests = [ModelRequest(h, instance, loaded) for h in handles]
     try:
         responses = loaded.execute_fn(requests)
@@ -153,6 +173,22 @@ def execute(loaded: LoadedModel, instance: ModelInstance, handles: list[RequestH
         _fail_open(handles, code, message)
         return
     del requests
+    if asyncio.iscoroutine(responses):
+        for handle in handles:
+            handle.defer()
+        _async.run(responses, lambda result, error: answer(loaded, handles, result, error))
+        return
+    answer(loaded, handles, responses, None)
+
+
+def answer(loaded: LoadedModel, handles: list[RequestHandle], responses: Any,
+           error: Optional[BaseException]) -> None:
+    """Answers a batch with what its execute returned (or raised)."""
+    if error is not None:
+        code, message = failure(loaded.name, "execute", error)
+        del error
+        _fail_open(handles, code, message)
+        return
     if responses is None:
         if not loaded.decoupled:
             _fail_open(handles, *_internal(
@@ -175,9 +211,15 @@ def execute(loaded: LoadedModel, instance: ModelInstance, handles: list[RequestH
         if handle.finished:
             continue  # a decoupled request its sender already finished
         if response is None:
-            if not loaded.decoupled:
+            if not loaded.decoupled and not handle.rescheduled:
                 handle.fail(*_internal(f"model '{loaded.name}': execute returned None for "
                                        "this request"))
+            continue
+        if handle.rescheduled:
+            handle.set_rescheduled(False)
+            handle.fail(*_internal(
+                "Expected a None object in the execute function return list for reschduled "
+                f"request, found type '{type(response)}'."))
             continue
         try:
             send(loaded, handle, response, True)

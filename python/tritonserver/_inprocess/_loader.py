@@ -19,13 +19,15 @@ import itertools
 import os
 import sys
 import threading
-from typing import Any
+from typing import Any, Optional
 
-from tritonserver._errors import InvalidArgumentError, NotFoundError
+from tritonserver._errors import InvalidArgumentError, NotFoundError, UnsupportedError
 from tritonserver._inprocess._model import PythonModel
 
 PARAMETER = "python_model"
 CLASS_PARAMETER = "python_class"
+# The python backend's packed environments (conda-pack archives or folders).
+ENV_PARAMETER = "EXECUTION_ENV_PATH"
 
 _lock = threading.Lock()
 _registry: dict[str, Any] = {}
@@ -42,8 +44,9 @@ def register(name: str, model: Any) -> str:
 
 
 def make(name: str, version: int, repository_path: str, parameters: dict[str, str],
-         default_filename: str) -> PythonModel:
-    """The model object for one load."""
+         default_filename: str, backend_file: Optional[str] = None) -> PythonModel:
+    """The model object for one load; ``backend_file``: the model.py of the
+    python-based backend that serves it, instead of the model's own."""
     target = parameters.get(PARAMETER, "")
     if target.startswith("@"):
         with _lock:
@@ -54,7 +57,8 @@ def make(name: str, version: int, repository_path: str, parameters: dict[str, st
     elif target:
         found = _import(name, target)
     else:
-        found = _from_file(name, version, repository_path, parameters, default_filename)
+        found = _from_file(name, version, repository_path, parameters, default_filename,
+                           backend_file)
     return _instantiate(name, found)
 
 
@@ -71,10 +75,18 @@ def _import(name: str, target: str) -> Any:
         raise NotFoundError(f"model '{name}': module {module_name} has no {attr!r}") from None
 
 
+def model_file(version: int, repository_path: str, default_filename: str,
+               backend_file: Optional[str]) -> str:
+    """The file that holds the model's class."""
+    if backend_file:
+        return backend_file
+    return os.path.join(repository_path, str(version), default_filename or "model.py")
+
+
 def _from_file(name: str, version: int, repository_path: str, parameters: dict[str, str],
-               default_filename: str) -> Any:
-    folder = os.path.join(repository_path, str(version))
-    path = os.path.join(folder, default_filename or "model.py")
+               default_filename: str, backend_file: Optional[str]) -> Any:
+    path = model_file(version, repository_path, default_filename, backend_file)
+    folder = os.path.dirname(path)
     if not os.path.isfile(path):
         raise NotFoundError(
             f"model '{name}': {path} does not exist; put the model's class there, or name it "
@@ -94,6 +106,14 @@ def _from_file(name: str, version: int, repository_path: str, parameters: dict[s
         raise InvalidArgumentError(f"model '{name}': {path} defines several models ({names}); "
                                    f"name one with the parameter {CLASS_PARAMETER}")
     legacy = getattr(module, "TritonPythonModel", None)
+    if isinstance(legacy, type) and parameters.get(ENV_PARAMETER):
+        raise UnsupportedError(
+            f"model '{name}': its parameter {ENV_PARAMETER} names a packed Python "
+            f"environment ({parameters[ENV_PARAMETER]}), which only a stub process can run; "
+            "in this process the model runs on the server's interpreter and its packages: "
+            f"install what the model needs there and remove {ENV_PARAMETER}, or run it on "
+            "Triton's stub (runtime: \"libtriton_python_stub.so\" in its config.pbtxt, or "
+            "the server option python_backend=\"stub\")")
     if isinstance(legacy, type):
         from tritonserver._inprocess._pb_model import PbUtilsModel
 

@@ -35,8 +35,14 @@ class PythonModel:
     ``backend: "inprocess"``. One object is made per model load (with no
     arguments); before ``initialize`` it gets ``name``, ``version``,
     ``config`` (the model configuration as a dict), ``parameters`` (the
-    configuration's string parameters) and ``repository_path`` (the model's
-    folder).
+    configuration's string parameters), ``repository_path`` (the model's
+    folder) and ``server_address`` (the core of the server that loads it;
+    ``server`` is that tritonserver.Server once it has started: call other
+    models through it).
+
+    ``execute`` may be an ``async def``: its coroutine runs on the models'
+    event loop and answers the batch when it returns, while the instance
+    takes the next batch (several batches in flight on one instance).
 
     ``execute(requests)`` receives one batch (a list of ModelRequest) on one
     instance and returns one response per request, in order: a dict of
@@ -55,6 +61,15 @@ class PythonModel:
     config: dict[str, Any] = {}
     parameters: dict[str, str] = {}
     repository_path: str = ""
+    server_address: int = 0
+
+    @property
+    def server(self) -> Any:
+        """The started tritonserver.Server that runs this model (None while
+        it is starting or after it stopped)."""
+        from tritonserver._registries import started_server
+
+        return started_server(self.server_address) if self.server_address else None
 
     def initialize(self) -> None:
         """Once per load, before the instances are made."""

@@ -22,20 +22,22 @@ from typing import Any, Callable, NoReturn, Optional
 
 from tritonserver._errors import InvalidArgumentError
 from tritonserver._inprocess import _loader, pb_utils
+from tritonserver._inprocess._pb_types import ModelContext, running_for
 
 HOOK = "auto_complete_config"
 CLASS = "TritonPythonModel"
 
 
-def _model_file(version: int, repository_path: str, config: dict[str, Any]) -> Optional[str]:
+def _model_file(version: int, repository_path: str, config: dict[str, Any],
+                backend_file: Optional[str]) -> Optional[str]:
     """The model.py the loader will import, when the configuration names no
     class by parameter (those are PythonModel classes, never pb_utils ones)."""
     parameters = config.get("parameters") or {}
     for key in (_loader.PARAMETER, _loader.CLASS_PARAMETER):
         if (parameters.get(key) or {}).get("string_value"):
             return None
-    filename = config.get("default_model_filename") or "model.py"
-    path = os.path.join(repository_path, str(version), filename)
+    path = _loader.model_file(version, repository_path,
+                              config.get("default_model_filename") or "", backend_file)
     return path if os.path.isfile(path) else None
 
 
@@ -71,12 +73,12 @@ def _hook_class(module: Any) -> Optional[type]:
 
 
 def complete(name: str, version: int, config: dict[str, Any], repository_path: str,
-             fail: Callable[[str, str, BaseException], NoReturn]) -> Optional[dict[str, Any]]:
+             backend_file: Optional[str], fail: Callable[[str, str, BaseException], NoReturn]) -> Optional[dict[str, Any]]:
     """The configuration ``TritonPythonModel.auto_complete_config`` returns
     for `config`, or None when the model has no such hook (or is not a
     python-backend model). What the file's import or the hook raises goes
     to ``fail(name, step, error)``, which raises the load's error."""
-    path = _model_file(version, repository_path, config)
+    path = _model_file(version, repository_path, config, backend_file)
     if path is None:
         return None
     try:
@@ -89,7 +91,8 @@ def complete(name: str, version: int, config: dict[str, Any], repository_path: s
     folder = os.path.dirname(path)
     module = None
     try:
-        with pb_utils.model_dir_while(folder):
+        model_dir = os.path.join(repository_path, str(version))
+        with running_for(ModelContext(name, model_dir)):
             try:
                 module = _loader.import_file(path, folder)
             except Exception as e:

@@ -1,47 +1,74 @@
 """Runs a python-backend ``TritonPythonModel`` as a PythonModel: one object
 of it per instance (as the python backend's one stub per instance), with
-the python backend's ``args`` for ``initialize``."""
+the python backend's ``args`` for ``initialize``. Each hook runs for its
+model (tritonserver._inprocess._pb_types.running_for: what get_model_dir
+and BLS read), an ``async def execute`` included."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import TYPE_CHECKING, Any
+import os
+from typing import TYPE_CHECKING, Any, Coroutine, Optional
 
-from tritonserver._inprocess import pb_utils
 from tritonserver._inprocess._model import ModelInstance, PythonModel
+from tritonserver._inprocess._pb_bls import InferenceRequest
+from tritonserver._inprocess._pb_types import ModelContext, model_response, running_for
 
 if TYPE_CHECKING:
     from tritonserver._inprocess._request import ModelRequest
+
+
+def _responses(responses: Optional[list[Any]]) -> Optional[list[Any]]:
+    if responses is None:
+        return None
+    return [None if r is None else model_response(r) for r in responses]
 
 
 class PbUtilsModel(PythonModel):
     def __init__(self, legacy_class: type):
         self._class = legacy_class
         self._objects: dict[str, Any] = {}  # instance name -> its TritonPythonModel
+        self._context: Optional[ModelContext] = None
+
+    def _for_model(self) -> ModelContext:
+        if self._context is None:
+            filename = str(self.config.get("default_model_filename") or "model.py")
+            folder = os.path.dirname(os.path.join(self.repository_path, str(self.version),
+                                                  filename))
+            self._context = ModelContext(self.name, folder, self.server_address)
+        return self._context
 
     def initialize_instance(self, instance: ModelInstance) -> None:
         legacy = self._class()
         self._objects[instance.name] = legacy
         if hasattr(legacy, "initialize"):
-            legacy.initialize({
-                "model_config": json.dumps(self.config),
-                "model_instance_kind": instance.kind,
-                "model_instance_name": instance.name,
-                "model_instance_device_id": str(instance.device_id),
-                "model_repository": self.repository_path,
-                "model_version": str(self.version),
-                "model_name": self.name,
-            })
+            with running_for(self._for_model()):
+                legacy.initialize({
+                    "model_config": json.dumps(self.config),
+                    "model_instance_kind": instance.kind,
+                    "model_instance_name": instance.name,
+                    "model_instance_device_id": str(instance.device_id),
+                    "model_repository": self.repository_path,
+                    "model_version": str(self.version),
+                    "model_name": self.name,
+                })
 
     def finalize_instance(self, instance: ModelInstance) -> None:
         legacy = self._objects.pop(instance.name, None)
         if legacy is not None and hasattr(legacy, "finalize"):
-            legacy.finalize()
+            with running_for(self._for_model()):
+                legacy.finalize()
 
     def execute(self, requests: list[ModelRequest]) -> Any:
         legacy = self._objects[requests[0].instance.name]
-        wrapped = [pb_utils.wrapped_request(r) for r in requests]
-        responses = legacy.execute(wrapped)
-        if responses is None:
-            return None
-        return [None if r is None else pb_utils.model_response(r) for r in responses]
+        wrapped = [InferenceRequest.of(r) for r in requests]
+        with running_for(self._for_model()):
+            responses = legacy.execute(wrapped)
+        if asyncio.iscoroutine(responses):
+            return self._converted(responses)
+        return _responses(responses)
+
+    async def _converted(self, coroutine: Coroutine[Any, Any, Any]) -> Optional[list[Any]]:
+        with running_for(self._for_model()):
+            return _responses(await coroutine)

@@ -98,6 +98,13 @@ class ModelRequest:
     def timeout_us(self) -> int:
         return self._handle.timeout_us()
 
+    def reschedule(self, again: bool = True) -> None:
+        """Give the request back to its scheduler, unanswered, once execute
+        is done with it (the core's TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+        a sequence batcher's iterative sequence runs it again). Return None
+        for it from execute. A scheduler that cannot reschedule fails it."""
+        self._handle.set_rescheduled(again)
+
     def is_cancelled(self) -> bool:
         return self._handle.is_cancelled()
 

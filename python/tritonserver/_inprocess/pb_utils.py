@@ -8,31 +8,48 @@ and what it does not, is listed in docs/inprocess.md.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import enum
 import json
 import logging
 import os
 import struct
 import sys
-import types
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import Any, Optional
 
 import numpy as np
 
 from tritonserver import _datatypes as dt
 from tritonserver._enums import DataType
-from tritonserver._tensor import Tensor as _Tensor
+from tritonserver._inprocess._pb_bls import (
+    TRITONSERVER_MEMORY_CPU,
+    TRITONSERVER_MEMORY_GPU,
+    TRITONSERVER_REQUEST_RELEASE_ALL,
+    TRITONSERVER_REQUEST_RELEASE_RESCHEDULE,
+    TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+    InferenceRequest,
+    InferenceResponseSender,
+    InferenceTrace,
+    PreferredMemory,
+    ResponseIterator,
+    is_model_ready,
+    load_model,
+    unload_model,
+)
+from tritonserver._inprocess._pb_metrics import Metric, MetricFamily, MetricKind
+from tritonserver._inprocess._pb_types import (
+    InferenceResponse,
+    Tensor,
+    TritonError,
+    TritonModelException,
+    current_model,
+    numpy_to_triton_type,
+    triton_string_to_numpy,
+    triton_to_numpy_type,
+)
 
-if TYPE_CHECKING:
-    from tritonserver._inprocess._request import ModelRequest, ResponseSender
-
-TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+COUNTER, GAUGE, HISTOGRAM = MetricKind.COUNTER, MetricKind.GAUGE, MetricKind.HISTOGRAM
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
-TRITONSERVER_REQUEST_RELEASE_ALL = 1
-TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
 
 # The configuration's type names and the numpy types the python backend
 # gives for them (BF16 has none).
@@ -53,53 +70,6 @@ TRITON_STRING_TO_NUMPY = {
 }
 
 _logger = logging.getLogger("tritonserver.inprocess")
-
-
-class TritonError(Exception):
-    """An error for one request (``InferenceResponse(error=...)``), or raised."""
-
-    UNKNOWN, INTERNAL, NOT_FOUND, INVALID_ARG, UNAVAILABLE, UNSUPPORTED, ALREADY_EXISTS, \
-        CANCELLED = range(8)
-
-    def __init__(self, message: str, code: int = 1):
-        super().__init__(message)
-        self._message = message
-        self._code = code
-
-    @property
-    def _triton_code(self) -> int:  # read by tritonserver._errors.code_of
-        from tritonserver._c import triton_bindings as _bindings
-
-        names = ("UNKNOWN", "INTERNAL", "NOT_FOUND", "INVALID_ARG", "UNAVAILABLE",
-                 "UNSUPPORTED", "ALREADY_EXISTS", "CANCELLED")
-        name = names[self._code] if 0 <= self._code < len(names) else "INTERNAL"
-        return _bindings.enum_tables()["ErrorCode"][name]
-
-    def code(self) -> int:
-        return self._code
-
-    def message(self) -> str:
-        return self._message
-
-
-class TritonModelException(TritonError):
-    """Raised by a model: fails the batch with its message."""
-
-
-def triton_string_to_numpy(triton_type: str) -> Any:
-    data_type = dt.from_config_name(triton_type)
-    return np.object_ if data_type == DataType.BYTES else dt.to_numpy_dtype(data_type).type
-
-
-def numpy_to_triton_type(data_type: Any) -> Optional[int]:
-    try:
-        return int(dt.from_numpy_dtype(np.dtype(data_type)))
-    except Exception:
-        return None
-
-
-def triton_to_numpy_type(data_type: int) -> Any:
-    return np.object_ if data_type == int(DataType.BYTES) else dt.to_numpy_dtype(DataType(data_type)).type
 
 
 def serialize_byte_tensor(input_tensor: np.ndarray[Any, Any]) -> Any:
@@ -149,41 +119,15 @@ def using_decoupled_model_transaction_policy(model_config: dict[str, Any]) -> bo
     return bool(policy.get("decoupled", False)) if policy else False
 
 
-_model_dir: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
-    "tritonserver_pb_utils_model_dir", default=None)
-
-
-@contextlib.contextmanager
-def model_dir_while(path: str) -> Iterator[None]:
-    """get_model_dir() answers `path` inside the block (the in-process
-    backend's, for auto_complete_config, where no model object exists)."""
-    token = _model_dir.set(path)
-    try:
-        yield
-    finally:
-        _model_dir.reset(token)
-
-
 def get_model_dir() -> str:
     """The folder of the model's ``model.py`` (``<model>/<version>``), as
-    the python backend's stub gives it."""
-    path = _model_dir.get()
-    if path is not None:
-        return path
-    from tritonserver._inprocess._model import PythonModel
-
-    frame: Optional[types.FrameType] = sys._getframe(1)
+    the python backend's stub gives it: known while the model's hooks run
+    (and in the asyncio tasks they start); elsewhere, the folder of the
+    calling file."""
+    context = current_model()
+    if context is not None:
+        return context.model_dir
     caller_file = str(sys._getframe(1).f_globals.get("__file__") or "")
-    # The model's hooks run under the PythonModel that adapts it: its
-    # frame, up the stack, knows the folder.
-    while frame is not None:
-        owner = frame.f_locals.get("self") if "self" in frame.f_code.co_varnames else None
-        if isinstance(owner, PythonModel) and getattr(owner, "repository_path", None):
-            filename = str((owner.config or {}).get("default_model_filename") or "model.py")
-            return os.path.dirname(os.path.join(str(owner.repository_path), str(owner.version),
-                                                filename))
-        frame = frame.f_back
-    # Elsewhere (a thread of the model's own): the folder of the caller's file.
     if caller_file and os.path.isfile(caller_file):
         return os.path.dirname(os.path.abspath(caller_file))
     raise TritonError("get_model_dir() is known while a model's hooks run",
@@ -295,139 +239,8 @@ class ModelConfig:
         policy["decoupled"] = wanted
 
 
-class Tensor:
-    """A named tensor: ``Tensor(name, numpy_array)``."""
-
-    def __init__(self, name: str, data: Any):
-        if not isinstance(name, str):
-            raise TritonError("Tensor name must be a str")
-        self._name = name
-        self._data = data
-
-    def name(self) -> str:
-        return self._name
-
-    def as_numpy(self) -> np.ndarray[Any, Any]:
-        data = self._data
-        if isinstance(data, np.ndarray):
-            return data
-        if isinstance(data, _Tensor) and data.data_type == DataType.BYTES:
-            return data.to_bytes_array()
-        return np.from_dlpack(data)
-
-    def shape(self) -> list[int]:
-        return list(np.shape(self._data)) if not isinstance(self._data, _Tensor) \
-            else list(self._data.shape)
-
-    def triton_dtype(self) -> Optional[int]:
-        if isinstance(self._data, _Tensor):
-            return int(self._data.data_type)
-        return numpy_to_triton_type(self._data.dtype)
-
-    def is_cpu(self) -> bool:
-        return not isinstance(self._data, _Tensor) or self._data.memory_type.name != "GPU"
-
-    def to_dlpack(self) -> Any:
-        return self._data.__dlpack__()
-
-    def __dlpack__(self, **kwargs: Any) -> Any:
-        return self._data.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self) -> Any:
-        return self._data.__dlpack_device__()
-
-    @staticmethod
-    def from_dlpack(name: str, capsule: Any) -> "Tensor":
-        if hasattr(capsule, "__dlpack__"):
-            return Tensor(name, capsule)
-        return Tensor(name, _Tensor.from_dlpack(capsule))
-
-
-class InferenceResponse:
-    """``InferenceResponse(output_tensors, error=None, parameters=None)``."""
-
-    def __init__(self, output_tensors: Optional[list[Tensor]] = None,
-                 error: Optional[TritonError] = None, parameters: Any = None):
-        self._outputs = list(output_tensors or [])
-        self._error = error
-        if isinstance(parameters, str):
-            parameters = json.loads(parameters or "{}")
-        self._parameters = parameters
-
-    def output_tensors(self) -> list[Tensor]:
-        return self._outputs
-
-    def has_error(self) -> bool:
-        return self._error is not None
-
-    def error(self) -> Optional[TritonError]:
-        return self._error
-
-
-class InferenceResponseSender:
-    """A decoupled request's sender: ``send(response=None, flags=0)``."""
-
-    def __init__(self, sender: ResponseSender):
-        self._sender = sender
-
-    def send(self, response: Optional[InferenceResponse] = None, flags: int = 0) -> None:
-        final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        self._sender.send(None if response is None else model_response(response), final)
-
-    def is_cancelled(self) -> bool:
-        return self._sender.is_cancelled()
-
-
-class InferenceRequest:
-    """A request given to ``TritonPythonModel.execute``. (Building one to
-    call another model, BLS, is not supported in-process.)"""
-
-    _request: ModelRequest  # set by wrapped_request (the constructor refuses)
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        raise TritonError("pb_utils.InferenceRequest(...).exec() (BLS) is not supported by the "
-                          "inprocess backend; call the other model through the tritonserver API",
-                          TritonError.UNSUPPORTED)
-
-    def inputs(self) -> list[Tensor]:
-        return [Tensor(n, v) for n, v in self._request.inputs.items()]
-
-    def request_id(self) -> str:
-        return self._request.id
-
-    def correlation_id(self) -> Any:
-        return self._request.correlation_id
-
-    def flags(self) -> int:
-        return self._request.flags
-
-    def parameters(self) -> str:
-        return json.dumps(self._request.parameters)
-
-    def requested_output_names(self) -> list[str]:
-        return list(self._request.requested_outputs)
-
-    def timeout(self) -> int:
-        return self._request.timeout_us
-
-    def is_cancelled(self) -> bool:
-        return self._request.is_cancelled()
-
-    def get_response_sender(self) -> InferenceResponseSender:
-        return InferenceResponseSender(self._request.sender)
-
-    def set_release_flags(self, flags: int) -> None:
-        """TRITONSERVER_REQUEST_RELEASE_ALL (what happens anyway); rescheduling
-        is not supported in-process."""
-        if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
-            raise TritonError("request rescheduling (TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) "
-                              "is not supported by the inprocess backend",
-                              TritonError.UNSUPPORTED)
-
-
 def get_input_tensor_by_name(request: InferenceRequest, name: str) -> Optional[Tensor]:
-    value = request._request.inputs.get(name)
-    return None if value is None else Tensor(name, value)
+    return next((t for t in request.inputs() if t.name() == name), None)
 
 
 def get_output_tensor_by_name(response: InferenceResponse, name: str) -> Optional[Tensor]:
@@ -502,27 +315,3 @@ class Logger:
     @staticmethod
     def log_verbose(message: str) -> None:
         _log(message, LogLevel.VERBOSE)
-
-
-# The two functions below are the in-process backend's (tritonserver._inprocess._pb_model),
-# not the python backend's API.
-
-
-def wrapped_request(request: ModelRequest) -> InferenceRequest:
-    """A PythonModel's request as the pb_utils.InferenceRequest that
-    ``TritonPythonModel.execute`` gets."""
-    wrapped = object.__new__(InferenceRequest)
-    wrapped._request = request
-    return wrapped
-
-
-def model_response(response: Any) -> Any:
-    """A pb_utils.InferenceResponse as the PythonModel response it stands for."""
-    from tritonserver._inprocess._response import ModelResponse
-
-    if not isinstance(response, InferenceResponse):
-        raise TritonError(f"expected a pb_utils.InferenceResponse, not {type(response).__name__}")
-    if response.has_error():
-        return ModelResponse(error=response.error())
-    outputs = {t.name(): t._data for t in response.output_tensors()}
-    return ModelResponse(outputs, response._parameters)

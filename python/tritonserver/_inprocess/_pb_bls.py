@@ -1,0 +1,371 @@
+"""BLS for python-backend models run in-process: ``pb_utils.InferenceRequest``
+(the requests ``execute`` gets, and those a model makes to call another
+model), ``exec``/``async_exec``, and model control from a model
+(``load_model``, ``unload_model``, ``is_model_ready``).
+
+A call is a request to the same server, made through the package's own
+request path (tritonserver._model.send), in this process: input arrays are
+handed to the core by reference, never copied or serialized (the core reads
+them in place until it releases the request); output tensors are the
+core's response buffers, viewed by numpy through DLPack. Copied: BYTES
+tensors (decoded into object arrays, as the python backend gives them) and
+nothing else. The server is the one that loaded the calling model (the
+model's context, tritonserver._inprocess._pb_types); a thread of the
+model's own, which has no context, reaches the process's one started
+server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from tritonserver._errors import TritonError as _ServerError
+from tritonserver._inprocess._pb_types import (
+    InferenceResponse,
+    Tensor,
+    TritonError,
+    TritonModelException,
+    current_model,
+    model_response,
+    running_for,
+)
+from tritonserver._registries import started_server
+
+if TYPE_CHECKING:
+    from tritonserver._inprocess._request import ModelRequest, ResponseSender
+    from tritonserver._response import InferenceResponse as _ServerResponse
+
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+TRITONSERVER_REQUEST_RELEASE_ALL = 1
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+
+
+class PreferredMemory:
+    """Where a BLS call's outputs should be: ``PreferredMemory(
+    TRITONSERVER_MEMORY_CPU)``; the in-process backend puts them in host
+    memory."""
+
+    TRITONSERVER_MEMORY_GPU = 1
+    TRITONSERVER_MEMORY_CPU = 0
+
+    def __init__(self, preferred_memory_type: int, preferred_device_id: int = 0):
+        self.preferred_memory_type = preferred_memory_type
+        self.preferred_device_id = preferred_device_id
+
+
+TRITONSERVER_MEMORY_GPU = PreferredMemory.TRITONSERVER_MEMORY_GPU
+TRITONSERVER_MEMORY_CPU = PreferredMemory.TRITONSERVER_MEMORY_CPU
+
+
+class InferenceTrace:
+    """A request's trace (``request.trace()``); ``get_context()`` is the
+    OpenTelemetry context text of the trace, None when not traced."""
+
+    def __init__(self, context: Optional[str] = None):
+        self._context = context
+
+    def get_context(self) -> Optional[str]:
+        return self._context
+
+
+def _server() -> Any:
+    context = current_model()
+    server = started_server(context.server_address if context and context.server_address
+                            else None)
+    if server is None:
+        raise TritonModelException(
+            "no started server to call: BLS and model control work from a model's "
+            "execute (and the threads and tasks it starts) while its server runs")
+    return server
+
+
+def _pb_response(response: "_ServerResponse") -> InferenceResponse:
+    if response.error is not None:
+        return InferenceResponse(error=TritonError.of(response.error),
+                                 parameters=dict(response.parameters))
+    outputs = [Tensor(name, tensor) for name, tensor in response.outputs.items()]
+    return InferenceResponse(outputs, parameters=dict(response.parameters))
+
+
+class ResponseIterator:
+    """The responses of a BLS call to a decoupled model
+    (``exec(decoupled=True)``), the last one marked final (maybe with no
+    outputs); ``cancel()`` asks the called model to stop."""
+
+    def __init__(self, responses: Any, failed: Optional[InferenceResponse] = None):
+        self._responses = responses
+        self._failed = failed
+
+    def __iter__(self) -> "ResponseIterator":
+        return self
+
+    def __next__(self) -> InferenceResponse:
+        if self._failed is not None:
+            failed, self._failed, self._responses = self._failed, None, None
+            return failed
+        if self._responses is None:
+            raise StopIteration
+        try:
+            response = next(self._responses)
+        except StopIteration:
+            self._responses = None
+            raise
+        return _pb_response(response)
+
+    def cancel(self) -> None:
+        if self._responses is not None:
+            self._responses.cancel()
+
+
+def _text(what: str, value: Any) -> str:
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8")
+    if not isinstance(value, str):
+        raise TypeError(f"InferenceRequest: {what} must be str, not {type(value).__name__}")
+    return value
+
+
+class InferenceRequest:
+    """A request: one ``execute`` got (read it), or one a model makes to
+    call another model (``InferenceRequest(model_name=...,
+    requested_output_names=[...], inputs=[...])``, then ``exec()`` or
+    ``await async_exec()``)."""
+
+    _request: Optional[ModelRequest]
+
+    def __init__(self, request_id: str = "", correlation_id: Union[int, str] = 0,
+                 inputs: Optional[list[Tensor]] = None,
+                 requested_output_names: Optional[list[str]] = None,
+                 model_name: Optional[str] = None, model_version: int = -1, flags: int = 0,
+                 timeout: int = 0, preferred_memory: Optional[PreferredMemory] = None,
+                 trace: Optional[InferenceTrace] = None, parameters: Any = None):
+        if inputs is None or requested_output_names is None or model_name is None:
+            raise TypeError("InferenceRequest: inputs, requested_output_names and model_name "
+                            "are required")
+        # Text arguments may be bytes (read from a BYTES tensor), as the
+        # python backend's binding takes them.
+        model_name, request_id = _text("model_name", model_name), _text("request_id", request_id)
+        requested_output_names = [_text("requested_output_names", n)
+                                  for n in requested_output_names]
+        if not isinstance(correlation_id, (int, str)) or isinstance(correlation_id, bool):
+            raise TritonModelException("Correlation ID must be integer or string")
+        for tensor in inputs:
+            if not isinstance(tensor, Tensor):
+                raise TypeError(f"InferenceRequest: inputs must be pb_utils.Tensor objects, "
+                                f"not {type(tensor).__name__}")
+        if isinstance(parameters, str):
+            parameters = json.loads(parameters or "{}")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise TritonModelException("parameters must be a dict")
+        for key, value in (parameters or {}).items():
+            if not isinstance(key, str) or not isinstance(value, (str, int, float, bool)):
+                raise TritonModelException(
+                    "Expect parameters keys to have type str and values to have type bool, "
+                    "int or str")
+        self._request = None
+        self._id = request_id
+        self._correlation_id = correlation_id
+        self._inputs = list(inputs)
+        self._requested = list(requested_output_names)
+        self._model_name = model_name
+        self._model_version = model_version
+        self._flags = flags
+        self._timeout = timeout
+        self._preferred = preferred_memory
+        self._trace = trace or InferenceTrace()
+        self._parameters = dict(parameters or {})
+
+    @classmethod
+    def of(cls, request: ModelRequest) -> "InferenceRequest":
+        """The request ``TritonPythonModel.execute`` gets for ``request``."""
+        wrapped = object.__new__(cls)
+        wrapped._request = request
+        return wrapped
+
+    # ---- What it asks ----------------------------------------------------------
+
+    def inputs(self) -> list[Tensor]:
+        if self._request is None:
+            return self._inputs
+        return [Tensor(n, v) for n, v in self._request.inputs.items()]
+
+    def request_id(self) -> str:
+        return self._id if self._request is None else self._request.id
+
+    def correlation_id(self) -> Union[int, str]:
+        return self._correlation_id if self._request is None else self._request.correlation_id
+
+    def flags(self) -> int:
+        return self._flags if self._request is None else self._request.flags
+
+    def set_flags(self, flags: int) -> None:
+        if self._request is not None:
+            raise TritonModelException("the flags of a request the model received are read only")
+        self._flags = flags
+
+    def parameters(self) -> str:
+        return json.dumps(self._parameters if self._request is None
+                          else self._request.parameters)
+
+    def requested_output_names(self) -> list[str]:
+        return self._requested if self._request is None \
+            else list(self._request.requested_outputs)
+
+    def timeout(self) -> int:
+        return self._timeout if self._request is None else self._request.timeout_us
+
+    def trace(self) -> InferenceTrace:
+        return self._trace if self._request is None else InferenceTrace()
+
+    # ---- A request execute got -------------------------------------------------
+
+    def _received(self, what: str) -> ModelRequest:
+        if self._request is None:
+            raise TritonModelException(f"{what} is for the requests execute receives")
+        return self._request
+
+    def is_cancelled(self) -> bool:
+        return self._received("is_cancelled()").is_cancelled()
+
+    def get_response_sender(self) -> InferenceResponseSender:
+        return InferenceResponseSender(self._received("get_response_sender()").sender)
+
+    def set_release_flags(self, flags: int) -> None:
+        """TRITONSERVER_REQUEST_RELEASE_ALL (what happens anyway), or
+        TRITONSERVER_REQUEST_RELEASE_RESCHEDULE: the request goes back to
+        its scheduler once execute returns (a sequence batcher's iterative
+        sequence, or a decoupled model's), with no response sent for it."""
+        request = self._received("set_release_flags()")
+        if flags not in (TRITONSERVER_REQUEST_RELEASE_ALL, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE):
+            raise TritonModelException(
+                "Request release flags must be TRITONSERVER_REQUEST_RELEASE_ALL or "
+                "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE")
+        request.reschedule(flags == TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
+
+    # ---- A call to another model -----------------------------------------------
+
+    def _spec(self) -> Any:
+        from tritonserver._submit import RequestSpec
+
+        if self._preferred is not None and \
+                self._preferred.preferred_memory_type == TRITONSERVER_MEMORY_GPU:
+            raise TritonModelException(
+                "PreferredMemory(TRITONSERVER_MEMORY_GPU): the in-process backend gives BLS "
+                "outputs in host memory only; ask for TRITONSERVER_MEMORY_CPU (or leave it "
+                "out) and move them to the GPU with to_dlpack()")
+        return RequestSpec(
+            inputs={t.name(): t.data() for t in self._inputs},
+            request_id=self._id or None, flags=self._flags,
+            correlation_id=self._correlation_id or None, timeout=self._timeout,
+            parameters=self._parameters, requested_outputs=self._requested or None)
+
+    def _send(self, decoupled: bool) -> Any:
+        """Our response iterator for the call."""
+        from tritonserver._model import send
+
+        if self._request is not None:
+            raise TritonModelException("a request execute received cannot be executed again")
+        server = _server()
+        model = server.model(self._model_name, self._model_version)
+        if not decoupled and model.transaction_properties() & _decoupled_flag():
+            raise TritonModelException(
+                f"Model {self._model_name} is using the decoupled. The current BLS request "
+                "call doesn't support models using the decoupled transaction policy. Please "
+                "use 'decoupled=True' argument to the 'exec' or 'async_exec' calls for "
+                "decoupled models.'")
+        return send(model, self._spec(), asynchronous=False, raise_on_error=False)
+
+    def exec(self, decoupled: bool = False) -> Union[InferenceResponse, ResponseIterator]:
+        """Run the request on its model and wait: its response, or (with
+        ``decoupled=True``) an iterator of its responses. Failures are
+        responses with an error, as in the python backend."""
+        try:
+            responses = self._send(decoupled)
+        except (_ServerError, TritonError) as e:
+            if isinstance(e, _ServerError):
+                e = TritonError(f"Model {self._model_name} - Error when running inference: {e}",
+                                TritonError.of(e).code())
+            failed = InferenceResponse(error=e)
+            return ResponseIterator(None, failed) if decoupled else failed
+        if decoupled:
+            return ResponseIterator(responses)
+        # One response (a bare final flag may follow it).
+        collected = list(responses)
+        chosen = next((r for r in collected if r.error is not None or r.outputs),
+                      collected[0] if collected else None)
+        if chosen is None:
+            return InferenceResponse(error=TritonError("Unexpected empty response."))
+        return _pb_response(chosen)
+
+    def async_exec(self, decoupled: bool = False) -> "asyncio.Future[Any]":
+        """``exec`` awaitable from the model's event loop (an ``async def
+        execute``): the call runs on a worker thread, so the loop goes on."""
+        loop = asyncio.get_running_loop()
+        context = current_model()
+
+        def run() -> Any:
+            if context is None:
+                return self.exec(decoupled)
+            with running_for(context):
+                return self.exec(decoupled)
+
+        return loop.run_in_executor(None, run)
+
+
+def _decoupled_flag() -> int:
+    from tritonserver._enums import ModelTxnPropertyFlag
+
+    return int(ModelTxnPropertyFlag.DECOUPLED)
+
+
+class InferenceResponseSender:
+    """A decoupled request's sender: ``send(response=None, flags=0)``."""
+
+    def __init__(self, sender: ResponseSender):
+        self._sender = sender
+
+    def send(self, response: Optional[InferenceResponse] = None, flags: int = 0) -> None:
+        final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        self._sender.send(None if response is None else model_response(response), final)
+
+    def is_cancelled(self) -> bool:
+        return self._sender.is_cancelled()
+
+
+# ---- Model control from a model ---------------------------------------------------
+
+
+def load_model(model_name: str, config: str = "", files: Optional[dict[str, bytes]] = None) -> None:
+    """Load (or reload) a model of the server (EXPLICIT model control), with
+    an optional configuration (JSON) and files (``"file:1/model.onnx"`` ->
+    bytes), as ``Server.load`` does."""
+    parameters: dict[str, Any] = {}
+    if config:
+        parameters["config"] = config
+    for key, value in (files or {}).items():
+        parameters[key] = value
+    try:
+        _server().load(model_name, parameters or None)
+    except _ServerError as e:
+        raise TritonModelException(f"Failed to load the model '{model_name}': {e}") from None
+
+
+def unload_model(model_name: str, unload_dependents: bool = False) -> None:
+    try:
+        _server().unload(model_name, unload_dependents=unload_dependents)
+    except _ServerError as e:
+        raise TritonModelException(f"Failed to unload the model '{model_name}': {e}") from None
+
+
+def is_model_ready(model_name: str, model_version: str = "") -> bool:
+    try:
+        version = int(model_version) if model_version else -1
+    except ValueError:
+        raise TritonModelException(f"model_version must be a number, not {model_version!r}") \
+            from None
+    try:
+        return bool(_server().model(model_name, version).ready())
+    except _ServerError:
+        return False

@@ -1,0 +1,206 @@
+"""The values a python-backend model.py shares with Triton through
+``triton_python_backend_utils`` (tritonserver._inprocess.pb_utils, which
+re-exports them): errors, tensors, responses, and which model a call is
+made for. Below pb_utils and its BLS and metrics modules, which all use
+them."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
+
+import numpy as np
+
+from tritonserver import _datatypes as dt
+from tritonserver._enums import DataType
+from tritonserver._tensor import Tensor as _Tensor
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    """The model a hook runs for: its name, the folder of its model.py, the
+    address of the server that loaded it (0 while none is known)."""
+
+    name: str
+    model_dir: str
+    server_address: int = 0
+
+
+_context: contextvars.ContextVar[Optional[ModelContext]] = contextvars.ContextVar(
+    "tritonserver_pb_utils_model", default=None)
+
+
+@contextlib.contextmanager
+def running_for(context: ModelContext) -> Iterator[None]:
+    """Inside the block (and in the asyncio tasks it starts), calls are made
+    for the model of ``context``."""
+    token = _context.set(context)
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def current_model() -> Optional[ModelContext]:
+    return _context.get()
+
+
+_CODE_NAMES = ("UNKNOWN", "INTERNAL", "NOT_FOUND", "INVALID_ARG", "UNAVAILABLE", "UNSUPPORTED",
+               "ALREADY_EXISTS", "CANCELLED")
+
+
+def _core_codes() -> dict[str, int]:
+    from tritonserver._c import triton_bindings as _bindings
+
+    return dict(_bindings.enum_tables()["ErrorCode"])
+
+
+class TritonError(Exception):
+    """An error for one request (``InferenceResponse(error=...)``), or raised."""
+
+    UNKNOWN, INTERNAL, NOT_FOUND, INVALID_ARG, UNAVAILABLE, UNSUPPORTED, ALREADY_EXISTS, \
+        CANCELLED = range(8)
+
+    def __init__(self, message: str, code: int = 1):
+        super().__init__(message)
+        self._message = message
+        self._code = code
+
+    @property
+    def _triton_code(self) -> int:  # read by tritonserver._errors.code_of
+        codes = _core_codes()
+        name = _CODE_NAMES[self._code] if 0 <= self._code < len(_CODE_NAMES) else "INTERNAL"
+        return codes[name]
+
+    @classmethod
+    def of(cls, error: BaseException) -> "TritonError":
+        """`error` (a tritonserver error, or any exception) as a TritonError
+        of its code, with its message."""
+        if isinstance(error, TritonError):
+            return error
+        from tritonserver._errors import code_of
+
+        names = {v: k for k, v in _core_codes().items()}
+        name = names.get(code_of(error), "INTERNAL")
+        return cls(str(error), _CODE_NAMES.index(name) if name in _CODE_NAMES else cls.INTERNAL)
+
+    def code(self) -> int:
+        return self._code
+
+    def message(self) -> str:
+        return self._message
+
+
+class TritonModelException(TritonError):
+    """Raised by a model: fails the batch with its message."""
+
+
+def triton_string_to_numpy(triton_type: str) -> Any:
+    data_type = dt.from_config_name(triton_type)
+    return np.object_ if data_type == DataType.BYTES else dt.to_numpy_dtype(data_type).type
+
+
+def numpy_to_triton_type(data_type: Any) -> Optional[int]:
+    try:
+        return int(dt.from_numpy_dtype(np.dtype(data_type)))
+    except Exception:
+        return None
+
+
+def triton_to_numpy_type(data_type: int) -> Any:
+    return np.object_ if data_type == int(DataType.BYTES) else dt.to_numpy_dtype(DataType(data_type)).type
+
+
+class Tensor:
+    """A named tensor: ``Tensor(name, numpy_array)``."""
+
+    def __init__(self, name: str, data: Any):
+        if not isinstance(name, str):
+            raise TritonError("Tensor name must be a str")
+        self._name = name
+        self._data = data
+
+    def name(self) -> str:
+        return self._name
+
+    def as_numpy(self) -> np.ndarray[Any, Any]:
+        data = self._data
+        if isinstance(data, np.ndarray):
+            return data
+        if isinstance(data, _Tensor) and data.data_type == DataType.BYTES:
+            return data.to_bytes_array()
+        return np.from_dlpack(data)
+
+    def shape(self) -> list[int]:
+        return list(np.shape(self._data)) if not isinstance(self._data, _Tensor) \
+            else list(self._data.shape)
+
+    def triton_dtype(self) -> Optional[int]:
+        if isinstance(self._data, _Tensor):
+            return int(self._data.data_type)
+        return numpy_to_triton_type(self._data.dtype)
+
+    def is_cpu(self) -> bool:
+        return not isinstance(self._data, _Tensor) or self._data.memory_type.name != "GPU"
+
+    def to_dlpack(self) -> Any:
+        return self._data.__dlpack__()
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return self._data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> Any:
+        return self._data.__dlpack_device__()
+
+    def data(self) -> Any:
+        """(Not the python backend's API) what the tensor holds: a numpy
+        array, a tritonserver.Tensor or another DLPack producer."""
+        return self._data
+
+    @staticmethod
+    def from_dlpack(name: str, capsule: Any) -> "Tensor":
+        if hasattr(capsule, "__dlpack__"):
+            return Tensor(name, capsule)
+        return Tensor(name, _Tensor.from_dlpack(capsule))
+
+
+class InferenceResponse:
+    """``InferenceResponse(output_tensors, error=None, parameters=None)``."""
+
+    def __init__(self, output_tensors: Optional[list[Tensor]] = None,
+                 error: Optional[TritonError] = None, parameters: Any = None):
+        self._outputs = list(output_tensors or [])
+        self._error = error
+        if isinstance(parameters, str):
+            parameters = json.loads(parameters or "{}")
+        self._parameters = parameters
+
+    def output_tensors(self) -> list[Tensor]:
+        return self._outputs
+
+    def parameters(self) -> str:
+        """The response's parameters as JSON (``"{}"`` when none)."""
+        return json.dumps(self._parameters or {})
+
+    def has_error(self) -> bool:
+        return self._error is not None
+
+    def error(self) -> Optional[TritonError]:
+        return self._error
+
+
+
+
+def model_response(response: Any) -> Any:
+    """A pb_utils.InferenceResponse as the PythonModel response it stands for."""
+    from tritonserver._inprocess._response import ModelResponse
+
+    if not isinstance(response, InferenceResponse):
+        raise TritonError(f"expected a pb_utils.InferenceResponse, not {type(response).__name__}")
+    if response.has_error():
+        return ModelResponse(error=response.error())
+    outputs = {t.name(): t.data() for t in response.output_tensors()}
+    return ModelResponse(outputs, response._parameters)
