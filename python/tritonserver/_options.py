@@ -14,7 +14,7 @@ import enum
 import json
 import typing
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Callable, Iterable, Optional, Union, cast
+from typing import Any, Callable, Iterable, Literal, Optional, Union, cast
 
 from tritonserver._enums import InstanceGroupKind, LogFormat, ModelControlMode, RateLimitMode
 from tritonserver._errors import InvalidArgumentError, InvalidArgumentTypeError, TritonError
@@ -38,11 +38,12 @@ class ModelLoadDeviceLimit:
     fraction: float
 
 
-def _option(default: Any = MISSING, *, setter: str,
+def _option(default: Any = MISSING, *, setter: Optional[str],
             args: Optional[Callable[[Any], Iterable[tuple[Any, ...]]]] = None,
             factory: Any = MISSING, check: Any = None) -> Any:
     """A field applied by the binding's `setter`, called once per tuple that
-    `args(value)` gives (default: once, with the value; not at all for None).
+    `args(value)` gives (default: once, with the value; not at all for None);
+    a field with no setter is the package's own (read where it is used).
     Its value is checked against its annotation, or against `check`."""
     metadata = {"setter": setter, "args": args or _scalar, "check": check}
     if factory is not MISSING:
@@ -86,6 +87,12 @@ class Options:
       clash. None: the package's backends only.
     - ``cache_directory`` (default None) means the caches of the installed
       core (the local response cache ships with it).
+    - ``python_backend`` (not in the reference; default ``"stub"``): where
+      ``backend: "python"`` models (and python-based backends) run:
+      ``"stub"``, Triton's python backend, a stub process per instance;
+      ``"inprocess"``, this interpreter (docs/inprocess.md). A model's
+      ``runtime: "libtriton_python_inprocess.so"`` or
+      ``"libtriton_python_stub.so"`` picks one for that model.
 
     ``backend_configuration``, ``host_policies`` and ``metrics_configuration``
     map a name (backend, policy, metrics group) to its ``{setting: value}``;
@@ -145,6 +152,7 @@ class Options:
         setter="set_host_policy", factory=dict, args=_settings, check=_SETTINGS)
     metrics_configuration: dict[str, dict[str, str]] = _option(
         setter="set_metrics_config", factory=dict, args=_settings, check=_SETTINGS)
+    python_backend: Literal["stub", "inprocess"] = _option("stub", setter=None)
 
     def _repositories(self) -> list[str]:
         repos = self.model_repository
@@ -163,6 +171,8 @@ class Options:
         it came from."""
         self._validate()
         for f in fields(self):
+            if f.metadata["setter"] is None:
+                continue  # the package's own setting, not the core's
             setter = getattr(c_options, f.metadata["setter"])
             for args in f.metadata["args"](getattr(self, f.name)):
                 try:
@@ -224,7 +234,7 @@ class ServeOptions(Options):
 def setter_names() -> set[str]:
     """The binding setters the fields use (tests/binding compares them with
     the binding's)."""
-    return {f.metadata["setter"] for f in fields(ServeOptions)}
+    return {f.metadata["setter"] for f in fields(ServeOptions) if f.metadata["setter"]}
 
 
 # How a value meets a field's annotation; a wrong type outranks a wrong value.
@@ -268,6 +278,10 @@ def _fit(value: Any, hint: Any) -> int:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
         return _FITS
+    if origin is Literal:
+        if not any(isinstance(value, type(a)) for a in args):
+            return _WRONG_TYPE
+        return _FITS if value in args else _OUT_OF_RANGE
     if hint is bool:
         return _FITS if isinstance(value, bool) else _WRONG_TYPE
     if hint is int:
@@ -303,6 +317,8 @@ def _describe(hint: Any) -> str:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is int:
         return "a non-negative int"
+    if origin is Literal:
+        return " or ".join(repr(a) for a in args)
     if origin is list:
         return f"a list of {_describe(args[0]).split(' ', 1)[-1]}"
     if origin is dict:

@@ -54,7 +54,7 @@ def prepare_options(options: Any, core: Any, server_index: int) -> None:
     from tritonserver._framework._plugins import backends_dir
 
     options.backend_directory = backend_directory(core, backends_dir(package_backends_dir()),
-                                                  user_dir)
+                                                  user_dir, options.python_backend == "inprocess")
     if options.cache_directory is None and core.cache_dir:
         options.cache_directory = core.cache_dir
     if not _gpu.present():

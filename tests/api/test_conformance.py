@@ -267,7 +267,7 @@ def test_python_backend_refusal_says_how_to_run_in_process(monkeypatch):
             server.load("python_affine")
         message = str(caught.value)
         assert "numpy 2" in message
-        assert 'change backend: "python" to backend: "inprocess"' in message
+        assert 'python_backend="inprocess"' in message and "--python-backend inprocess" in message
         # A model given in the load call: its config there decides, not the disk's.
         io = {"input": [{"name": "X", "data_type": "TYPE_FP32", "dims": [-1]}],
               "output": [{"name": "Y", "data_type": "TYPE_FP32", "dims": [-1]}]}
@@ -303,8 +303,11 @@ def test_python_backend_refusal_reads_the_repository_as_the_core_does(monkeypatc
         (tmp_path / name / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
         (tmp_path / name / "config.pbtxt").write_text(header + io)
     repositories = Repositories([str(tmp_path)])
-    assert [_runtime.is_python_model(repositories.read(n)) for n in ("unnamed", "named", "other")] \
-        == [True, True, False]
+    assert [_runtime.runs_on_stub(repositories.read(n), "stub")
+            for n in ("unnamed", "named", "other")] == [True, True, False]
+    # In-process (the server's option), none of them needs the stub.
+    assert not any(_runtime.runs_on_stub(repositories.read(n), "inprocess")
+                   for n in ("unnamed", "named", "other"))
     refusal = StubEnv(False, reason="python backend models are disabled: numpy 2.")
     monkeypatch.setattr(_runtime, "_stub_environment", lambda core: refusal)
     server = start_server(model_repository=str(tmp_path),

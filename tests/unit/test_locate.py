@@ -8,6 +8,7 @@ tests/core/test_locate.py, which keeps the tests of the real one).
 from __future__ import annotations
 
 import json
+import filecmp
 import os
 import stat
 import subprocess
@@ -568,11 +569,26 @@ def test_backend_directory_pip_core(tmp_path):
     assert os.readlink(d / "other" / "libtritonserver.so") == core.library
     py = d / "python"
     assert os.readlink(py / "triton_python_backend_stub") == core.stub_path
-    assert os.readlink(py / "libtriton_python.so") == os.path.join(core.python_backend_dir, "libtriton_python.so")
+    # The libraries are the files themselves (the core refuses a runtime that
+    # resolves outside the folder): the stub's by default, and both by name.
+    stub_lib = os.path.join(core.python_backend_dir, "libtriton_python.so")
+    assert not (py / "libtriton_python.so").is_symlink()
+    assert filecmp.cmp(py / "libtriton_python.so", stub_lib, shallow=False)
+    assert filecmp.cmp(py / "libtriton_python_stub.so", stub_lib, shallow=False)
     assert (py / "triton_python_backend_utils.py").is_file()
     assert backend_directory(core, str(pkg)) == str(d)  # once per process
     d2 = backend_directory(core, None)
     assert d2 != str(d) and sorted(os.listdir(d2)) == ["python"]
+    # In-process (Options.python_backend), the package's inprocess backend is
+    # libtriton_python.so; the stub's stays there by its runtime name.
+    pkg_lib = pkg / "inprocess" / "libtriton_inprocess.so"
+    pkg_lib.parent.mkdir()
+    pkg_lib.write_bytes(b"inprocess backend")
+    d3 = Path(backend_directory(core, str(pkg), python_in_process=True))
+    assert d3 != d
+    assert (d3 / "python" / "libtriton_python.so").read_bytes() == b"inprocess backend"
+    assert (d3 / "python" / "libtriton_python_inprocess.so").read_bytes() == b"inprocess backend"
+    assert filecmp.cmp(d3 / "python" / "libtriton_python_stub.so", stub_lib, shallow=False)
 
 
 def test_backend_directory_container_core_does_not_shadow_ours(tmp_path):

@@ -33,5 +33,5 @@ def test_a_python_model_is_told_from_the_named_config(tmp_path):
     _model(tmp_path, "m", 'backend: "identity"', 'backend: "python"')
     named = ServeOptions(model_repository=str(tmp_path), model_config_name="alt")
     plain = ServeOptions(model_repository=str(tmp_path))
-    assert python_stub.is_python_model(repositories(named).read("m"))
-    assert not python_stub.is_python_model(repositories(plain).read("m"))
+    assert python_stub.runs_on_stub(repositories(named).read("m"), "stub")
+    assert not python_stub.runs_on_stub(repositories(plain).read("m"), "stub")

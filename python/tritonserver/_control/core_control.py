@@ -176,7 +176,7 @@ class CoreControl:
         self.require_model_control()
         model_names.check_load_name(name)
         model = self._repositories.read(name, parameters)
-        python_stub.check_model_loadable(self._core, model)
+        python_stub.check_model_loadable(self._core, model, self.core_options.python_backend)
         parameters = self._one_instance(model) or parameters
         serving = _serving(server, name)
         with self._loads_lock:

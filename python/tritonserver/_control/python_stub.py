@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 from tritonserver._control import model_folder
+from tritonserver._core.runtime_dirs import INPROCESS_RUNTIME, STUB_RUNTIME
 from tritonserver._control.model_folder import ModelFiles
 from tritonserver._control.startup_models import models_loaded_at_start
 from tritonserver._errors import UnsupportedError
@@ -30,24 +31,32 @@ def prepare(options: Any, core: Any) -> None:
         return
     repositories = model_folder.repositories(options)
     for name in models_loaded_at_start(options):
-        if is_python_model(repositories.read(name)):
+        if runs_on_stub(repositories.read(name), options.python_backend):
             raise UnsupportedError(_python_refusal(name, stub.reason))
 
 
-def check_model_loadable(core: Any, model: ModelFiles) -> None:
+def check_model_loadable(core: Any, model: ModelFiles, python_backend: str) -> None:
     """Refuse a python-backend model when its stub would corrupt tensors
     (`model`: as the load finds it, its parameters' ``config`` and
-    ``file:`` entries included)."""
-    if core is None or not is_python_model(model):
+    ``file:`` entries included; `python_backend`: Options.python_backend)."""
+    if core is None or not runs_on_stub(model, python_backend):
         return
     stub = _stub_environment(core)
     if not stub.usable:
         raise UnsupportedError(_python_refusal(model.name, stub.reason))
 
 
-def is_python_model(model: ModelFiles) -> bool:
-    """Whether the core runs `model` (any of its folders) on the python backend."""
-    return "python" in model.backends
+def runs_on_stub(model: ModelFiles, python_backend: str) -> bool:
+    """Whether the core runs `model` (any of its folders) on the python
+    backend's stub: its backend is python and its ``runtime`` names the
+    stub's library, or none while the server's default is the stub
+    (Options.python_backend)."""
+    if "python" not in model.backends:
+        return False
+    runtime = (model.config or {}).get("runtime") or ""
+    if runtime == STUB_RUNTIME:
+        return True
+    return runtime != INPROCESS_RUNTIME and python_backend != "inprocess"
 
 
 def _stub_environment(core: Any) -> Any:
@@ -58,5 +67,7 @@ def _stub_environment(core: Any) -> Any:
 
 def _python_refusal(name: str, reason: str) -> str:
     return (f"model '{name}' uses the python backend, which cannot run correctly here: "
-            f"{reason.rstrip('.')}. The same model.py runs in this process instead: change "
-            "backend: \"python\" to backend: \"inprocess\" in its config.pbtxt (docs/inprocess.md)")
+            f"{reason.rstrip('.')}. The same model.py runs in this process instead: start the "
+            "server with Options(python_backend=\"inprocess\") (serve: --python-backend "
+            "inprocess), or give the model runtime: \"libtriton_python_inprocess.so\" in its "
+            "config.pbtxt (docs/inprocess.md)")

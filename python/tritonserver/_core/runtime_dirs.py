@@ -9,8 +9,14 @@ The core is given one ``--backend-directory``; ours is a temporary folder with:
   RUNPATH ``$ORIGIN`` (what ``tritonserver_add_backend`` builds) binds to the
   already-loaded core (same inode). The user's backends win over the
   package's of the same name;
-* ``python/`` with the core's ``libtriton_python.so``,
-  ``triton_python_backend_utils.py`` and the stub for the running Python;
+* ``python/`` with the python backend's libraries (the files themselves:
+  hard links, else copies), the core's as
+  ``libtriton_python_stub.so`` (with ``triton_python_backend_utils.py`` and
+  the stub for the running Python), the package's inprocess backend as
+  ``libtriton_python_inprocess.so``, and ``libtriton_python.so``, the one
+  of the two that runs ``backend: "python"`` models by default
+  (``Options.python_backend``); a model's ``runtime`` picks the other;
+  python-based backends (``<name>/model.py``) run on the same one;
 * every other folder of the user's backend folder, then of the core's own
   ``backends/`` (container), linked whole, never shadowing the above. A
   ``python`` folder of either is used only when the core brings no python
@@ -47,9 +53,14 @@ import shutil
 import stat
 import tempfile
 import threading
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, cast
 
 from .locate import PYTHON_BACKEND_LIB, PYTHON_BACKEND_UTILS, STUB_NAME, CoreInstall
+
+# The python backend folder's two libraries, by the names a model's
+# ``runtime`` gives to choose one.
+STUB_RUNTIME = "libtriton_python_stub.so"
+INPROCESS_RUNTIME = "libtriton_python_inprocess.so"
 
 PREFIX = "tritonserver-backends-"
 # PREFIX, the owner's pid, "-", mkdtemp's random part. Folders of older
@@ -57,7 +68,7 @@ PREFIX = "tritonserver-backends-"
 _NAME = re.compile(re.escape(PREFIX) + r"([0-9]+)-[a-z0-9_]+\Z")
 
 _lock = threading.Lock()
-_dirs: Dict[Tuple[str, Optional[str], Optional[str], Tuple[str, ...]], str] = {}
+_dirs: Dict[Tuple[str, Optional[str], Optional[str], Tuple[str, ...], bool], str] = {}
 _owner_pid: Dict[str, int] = {}
 _lock_fds: Dict[str, int] = {}  # folder -> descriptor holding its flock
 _atexit_registered = False
@@ -175,6 +186,18 @@ def _link(src: str, dst: str) -> None:
     os.symlink(os.path.abspath(src), dst)
 
 
+def _place(src: str, dst: str) -> None:
+    """``dst``, the file ``src`` itself inside the folder (a hard link, else
+    a copy), not a symbolic link: the core refuses a backend library that
+    a model's ``runtime`` names, or that a python-based backend runs on,
+    when its real path leaves the backend's folder. A hard link is the
+    same file, so the library is loaded once whichever name opens it."""
+    try:
+        os.link(os.path.realpath(src), dst)
+    except OSError:
+        shutil.copy2(os.path.realpath(src), dst)
+
+
 def _backend_library(folder: str, name: str) -> bool:
     return os.path.isfile(os.path.join(folder, f"libtriton_{name}.so"))
 
@@ -195,7 +218,7 @@ def _subfolders(folder: Optional[str]) -> List[str]:
 
 
 def _populate(tmp: str, core: CoreInstall, package_backends_dir: Optional[str],
-              user_dir: Optional[str]) -> None:
+              user_dir: Optional[str], python_in_process: bool) -> None:
     made = set()
     # Backend libraries: the user's, then the package's; each beside the core.
     for source in (user_dir, package_backends_dir):
@@ -208,17 +231,31 @@ def _populate(tmp: str, core: CoreInstall, package_backends_dir: Optional[str],
             _link_backend(src_dir, os.path.join(tmp, name), core)
             made.add(name)
 
+    stub_lib = None
     if core.python_backend_dir and core.stub_path:
         pb = core.python_backend_dir
         lib = os.path.join(pb, PYTHON_BACKEND_LIB)
         utils = os.path.join(pb, PYTHON_BACKEND_UTILS)
         if os.path.isfile(lib) and os.path.isfile(utils) and os.path.isfile(core.stub_path):
-            dst_dir = os.path.join(tmp, "python")
-            os.mkdir(dst_dir)
-            _link(lib, os.path.join(dst_dir, PYTHON_BACKEND_LIB))
-            _link(utils, os.path.join(dst_dir, PYTHON_BACKEND_UTILS))
-            _link(core.stub_path, os.path.join(dst_dir, STUB_NAME))
-            made.add("python")
+            stub_lib = lib
+    inprocess_lib: Optional[str] = os.path.join(package_backends_dir or "", "inprocess",
+                                                "libtriton_inprocess.so")
+    if not os.path.isfile(cast(str, inprocess_lib)):
+        inprocess_lib = None
+    default_lib = inprocess_lib if python_in_process else stub_lib
+    if default_lib is not None:
+        dst_dir = os.path.join(tmp, "python")
+        os.mkdir(dst_dir)
+        _place(default_lib, os.path.join(dst_dir, PYTHON_BACKEND_LIB))
+        if stub_lib is not None:
+            _place(stub_lib, os.path.join(dst_dir, STUB_RUNTIME))
+            _link(os.path.join(os.path.dirname(stub_lib), PYTHON_BACKEND_UTILS),
+                  os.path.join(dst_dir, PYTHON_BACKEND_UTILS))
+            _link(cast(str, core.stub_path), os.path.join(dst_dir, STUB_NAME))
+        if inprocess_lib is not None:
+            _place(inprocess_lib, os.path.join(dst_dir, INPROCESS_RUNTIME))
+        _link(core.library, os.path.join(dst_dir, "libtritonserver.so"))
+        made.add("python")
 
     # Everything else, linked whole: the user's other folders (python-based
     # backends, a python backend of its own), then the core's own backends
@@ -244,17 +281,19 @@ def _fingerprint(folder: Optional[str]) -> Tuple[str, ...]:
 
 
 def backend_directory(core: CoreInstall, package_backends_dir: Optional[str],
-                      user_dir: Optional[str] = None) -> str:
+                      user_dir: Optional[str] = None, python_in_process: bool = False) -> str:
     """The backend folder to give the core.
 
     ``user_dir`` is a folder of the user's own backends (one subfolder each,
     as ``Options.backend_directory``); they are served with the package's.
+    ``python_in_process``: ``backend: "python"`` models run on the
+    package's inprocess backend (else on the python backend's stub).
     Made once per process and arguments, again when ``user_dir`` changed.
     """
     global _atexit_registered, _swept
     pkg = os.path.abspath(package_backends_dir) if package_backends_dir else None
     user = os.path.abspath(user_dir) if user_dir else None
-    key = (os.path.realpath(core.library), pkg, user, _fingerprint(user))
+    key = (os.path.realpath(core.library), pkg, user, _fingerprint(user), python_in_process)
     with _lock:
         existing = _dirs.get(key)
         if existing and os.path.isdir(existing) and _owner_pid.get(existing) == os.getpid():
@@ -268,7 +307,7 @@ def backend_directory(core: CoreInstall, package_backends_dir: Optional[str],
             _atexit_registered = True
         _owner_pid[tmp] = os.getpid()
         try:
-            _populate(tmp, core, pkg, user)
+            _populate(tmp, core, pkg, user, python_in_process)
         except BaseException:
             _drop(tmp)
             raise
