@@ -406,6 +406,23 @@ def save_log(path: str, cmd: List[str], rc: Optional[int], out: str) -> None:
         f.write("$ " + " ".join(cmd) + f"\n# exit status: {rc}\n" + out)
 
 
+def run_program(cmd: List[str], env: dict, cwd: str, timeout: float,
+                log_path: str) -> "tuple[Optional[int], str, float]":
+    """(exit status, or None when it ran past `timeout`; its output; seconds)
+    of a client program, its output saved to `log_path`."""
+    began = time.monotonic()
+    try:
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, env=env, cwd=cwd, timeout=timeout,
+                              preexec_fn=die_with_parent)
+        rc: Optional[int] = done.returncode
+        out = done.stdout.decode("utf-8", "replace")
+    except subprocess.TimeoutExpired as e:
+        rc, out = None, (e.stdout or b"").decode("utf-8", "replace")
+    save_log(log_path, cmd, rc, out)
+    return rc, out, time.monotonic() - began
+
+
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:120]
 

@@ -384,19 +384,9 @@ def run_row(row: Row, server: QAServer, qa: str, env: dict, timeout: float,
     run_env = dict(env, **row.env)
     if server.process is not None:
         run_env["SERVER_PID"] = str(server.process.pid)
-    began = time.monotonic()
-    try:
-        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, env=run_env, cwd=cwd, timeout=timeout,
-                              preexec_fn=ex.die_with_parent)
-        rc, out = done.returncode, done.stdout.decode("utf-8", "replace")
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"").decode("utf-8", "replace")
-        ex.save_log(log_path, cmd, None, out)
-        return ex.Result("FAIL", f"timed out after {timeout:.0f} s", out,
-                         time.monotonic() - began)
-    took = time.monotonic() - began
-    ex.save_log(log_path, cmd, rc, out)
+    rc, out, took = ex.run_program(cmd, run_env, cwd, timeout, log_path)
+    if rc is None:
+        return ex.Result("FAIL", f"timed out after {timeout:.0f} s", out, took)
     reason = None if rc == 0 else f"exit status {rc}"
     if reason is None and row.results is not None:
         reason = results_problem(results_file, row.results)
