@@ -12,7 +12,18 @@ max_batch_size 0, one CPU instance):
 * ``inprocess-pb-utils``: a python-backend model.py (TritonPythonModel,
   pb_utils) run by the inprocess backend (config line ``backend: "inprocess"``);
 * ``python-backend``: the same model.py on Triton's python backend (a stub
-  process per instance, shared memory).
+  process per instance, shared memory);
+* ``bls-inprocess`` / ``bls-stub``: a model.py that calls the identity
+  model.py through BLS (``pb_utils.InferenceRequest(...).exec()``) and
+  returns its output, both ``backend: "python"``, with the server's
+  ``python_backend`` in-process or on the stub;
+* ``serve-http-inprocess`` / ``serve-http-stub``: the identity model.py
+  behind ``python -m tritonserver serve --python-backend inprocess|stub``,
+  called with tritonclient over HTTP (tsbench/client_worker.py's client);
+* ``gil-inprocess`` / ``gil-stub``: a pure-Python CPU-bound model.py (a
+  loop of GIL_LOOP additions per request) with two CPU instances:
+  in-process the instances take turns on the GIL, on the stub each has
+  its own process.
 
 Prints one JSON line on stdout.
 """
@@ -32,7 +43,9 @@ import numpy as np  # noqa: E402
 
 from tsbench import api_calls, loops  # noqa: E402
 
-SYSTEMS = ("inprocess", "inprocess-pb-utils", "python-backend")
+SYSTEMS = ("inprocess", "inprocess-pb-utils", "python-backend", "bls-inprocess", "bls-stub",
+           "serve-http-inprocess", "serve-http-stub", "gil-inprocess", "gil-stub")
+GIL_LOOP = 20000
 MODEL = "identity_py"
 CONFIG = """
 name: "identity_py"
@@ -52,6 +65,50 @@ class TritonPythonModel:
                     "OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
                 for r in requests]
 """
+
+
+BLS_PY = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            called = pb_utils.InferenceRequest(
+                model_name="identity_fp32", requested_output_names=["OUTPUT0"],
+                inputs=[pb_utils.get_input_tensor_by_name(r, "INPUT0")]).exec()
+            if called.has_error():
+                raise pb_utils.TritonModelException(called.error().message())
+            out.append(pb_utils.InferenceResponse(
+                [pb_utils.get_output_tensor_by_name(called, "OUTPUT0")]))
+        return out
+"""
+GIL_PY = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            total = 0
+            for i in range(%d):
+                total += i
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor(
+                "OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]))
+        return out
+""" % GIL_LOOP
+
+
+def _write_model(repo: str, name: str, source: str, backend: str = "python",
+                 instances: int = 1) -> None:
+    os.makedirs(os.path.join(repo, name, "1"))
+    config = CONFIG.format(backend=backend).replace(f'name: "{MODEL}"', f'name: "{name}"')
+    with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
+        f.write(config.replace("count: 1", f"count: {instances}"))
+    with open(os.path.join(repo, name, "1", "model.py"), "w") as f:
+        f.write(source)
 
 
 def _identity_class():
@@ -80,7 +137,22 @@ class PythonModels(loops.System):
 
         self.name = system
         t0 = time.perf_counter()
-        if system == "inprocess":
+        self.serving = None
+        model = MODEL
+        mode = "inprocess" if system.endswith("-inprocess") else "stub"
+        if system.startswith("bls-"):
+            repo, model = tempfile.mkdtemp(prefix="tsbench-bls-"), "bls"
+            _write_model(repo, "identity_fp32", MODEL_PY)
+            _write_model(repo, "bls", BLS_PY)
+            self.server = tritonserver.Server(model_repository=repo, python_backend=mode)
+        elif system.startswith("gil-"):
+            repo, model = tempfile.mkdtemp(prefix="tsbench-gil-"), "gil"
+            _write_model(repo, "gil", GIL_PY, instances=2)
+            self.server = tritonserver.Server(model_repository=repo, python_backend=mode)
+        elif system.startswith("serve-http-"):
+            self.server = None
+            self.serving = _served_client(mode)
+        elif system == "inprocess":
             self.server = tritonserver.Server(model_repository=tempfile.mkdtemp())
             spec = (np.float32, [-1])
             self.server.register_model(MODEL, _identity_class(), inputs={"INPUT0": spec},
@@ -88,11 +160,14 @@ class PythonModels(loops.System):
         else:
             backend = "inprocess" if system == "inprocess-pb-utils" else "python"
             self.server = tritonserver.Server(model_repository=_repository(backend))
-        self.server.start(wait_until_ready=True, timeout=120)
+        if self.server is not None:
+            self.server.start(wait_until_ready=True, timeout=120)
+            self.model = self.server.model(model)
         self.startup_s = time.perf_counter() - t0
-        self.model = self.server.model(MODEL)
 
     def sync_call(self, x: np.ndarray) -> loops.Call:
+        if self.serving is not None:
+            return self.serving[1].sync_call(x)
         return api_calls.infer_call(self.model, x)
 
     def thread_call_factories(self, x: np.ndarray, n: int) -> list:
@@ -100,15 +175,43 @@ class PythonModels(loops.System):
 
     @contextlib.asynccontextmanager
     async def async_session(self, x: np.ndarray):
+        if self.serving is not None:
+            async with self.serving[1].async_session(x) as call:
+                yield call
+            return
         yield api_calls.async_infer_call(self.model, x)
 
     def verify(self, x: np.ndarray) -> None:
+        if self.serving is not None:
+            self.serving[1].verify(x)
+            return
         y = api_calls.output(self.model, x)
         if y.dtype != np.float32 or not np.array_equal(y, x):
             raise SystemExit(f"{self.name}: the output differs from the input")
 
     def close(self) -> None:
-        self.server.stop()
+        if self.serving is not None:
+            self.serving[1].close()
+            self.serving[0].stop()
+        else:
+            self.server.stop()
+
+
+def _served_client(mode: str) -> tuple:
+    """(the serve process, a tritonclient HTTP client of it) for the
+    identity model.py behind ``serve --python-backend <mode>``."""
+    from tsbench.client_worker import TritonClient
+    from tsbench.serve_server import ServeServer
+
+    repo = tempfile.mkdtemp(prefix="tsbench-serve-py-")
+    _write_model(repo, "identity_fp32", MODEL_PY)
+    log = os.path.join(tempfile.gettempdir(), f"tsbench-serve-python-{mode}.log")
+    server = ServeServer(repo, log, extra=["--python-backend", mode]).start()
+    try:
+        return server, TritonClient("http", server.http_url)
+    except BaseException:
+        server.stop()
+        raise
 
 
 def main() -> None:

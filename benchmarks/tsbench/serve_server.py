@@ -16,10 +16,12 @@ class ServeServer(ServerProcess):
 
     label = "python -m tritonserver serve"
 
-    def __init__(self, repository: str, log_path: str, python: Optional[str] = None):
+    def __init__(self, repository: str, log_path: str, python: Optional[str] = None,
+                 extra: Optional[list] = None):
         super().__init__(log_path)
         self.repository = repository
         self.python = python or sys.executable
+        self.extra = list(extra or [])  # more flags of serve's
 
     def _command(self) -> list:
         # The executable's flags of server_exe.py, where this command has them.
@@ -37,4 +39,4 @@ class ServeServer(ServerProcess):
             # large16MiB-shm registers regions, as Triton's QA starts the
             # executable for it (client shared memory is off by default).
             "--allow-client-shm=true",
-        ]
+        ] + self.extra
