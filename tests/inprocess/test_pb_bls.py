@@ -456,3 +456,61 @@ def test_an_iterative_sequence_reschedules_its_request(tmp_path):
         assert got == [0, 1, 2, 3]  # one request, run four times
     finally:
         stop_within(server)
+
+
+COPIES = r"""
+import os, sys
+import numpy as np
+import tritonserver
+
+def no_hard_links(src, dst, *args, **kwargs):  # a temporary folder on another file system
+    raise OSError(18, "Invalid cross-device link")
+os.link = no_hard_links
+
+repo, backends = sys.argv[1], sys.argv[2]
+for python_backend in ("inprocess", "stub", "inprocess", "stub"):
+    server = tritonserver.Server(model_repository=repo, backend_directory=backends,
+                                 python_backend=python_backend, log_error=True,
+                                 exit_timeout=10).start(wait_until_ready=True, timeout=60)
+    for name in ("chosen", "by_backend"):
+        response = next(server.model(name).infer(inputs={"X": np.ones(1, np.float32)}))
+        assert np.from_dlpack(response.outputs["Y"]).tolist() == [2.0]
+    server.stop()
+
+with open("/proc/self/maps") as maps:
+    paths = {line.split(None, 5)[-1].strip() for line in maps}
+paths = [p for p in paths if p.startswith("/") and os.path.isfile(p)]
+real = next(p for p in paths if p.endswith("/libtriton_inprocess.so"))
+with open(real, "rb") as f:
+    code = f.read()
+mapped = set()
+for path in paths:
+    if os.path.getsize(path) == len(code):
+        with open(path, "rb") as f:
+            if f.read() == code:
+                st = os.stat(path)
+                mapped.add((st.st_dev, st.st_ino))
+print("inprocess libraries mapped:", len(mapped))
+"""
+
+
+def test_copied_libraries_still_load_the_inprocess_backend_once(tmp_path):
+    """Where the backend folder cannot hard-link the package's files (a
+    temporary directory on another file system), its python/ libraries are
+    copies: servers one after another, on both defaults, with a model on
+    the in-process runtime and a python-based backend, still share the one
+    inprocess library (a second copy of it broke the process)."""
+    repo, backends = tmp_path / "repo", tmp_path / "backends"
+    _model(repo, "chosen", PLAIN_DOUBLE, DOUBLE_CONFIG + 'runtime: "libtriton_python_inprocess.so"\n')
+    (backends / "doubling").mkdir(parents=True)
+    (backends / "doubling" / "model.py").write_text(textwrap.dedent(PLAIN_DOUBLE))
+    (repo / "by_backend" / "1").mkdir(parents=True)
+    (repo / "by_backend" / "config.pbtxt").write_text(
+        'backend: "doubling"\n' + IO.format(i="X", o="Y", t="TYPE_FP32") + DOUBLE_CONFIG)
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", COPIES, str(repo), str(backends)],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "inprocess libraries mapped: 1" in done.stdout

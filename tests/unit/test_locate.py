@@ -579,16 +579,24 @@ def test_backend_directory_pip_core(tmp_path):
     assert backend_directory(core, str(pkg)) == str(d)  # once per process
     d2 = backend_directory(core, None)
     assert d2 != str(d) and sorted(os.listdir(d2)) == ["python"]
-    # In-process (Options.python_backend), the package's inprocess backend is
-    # libtriton_python.so; the stub's stays there by its runtime name.
-    pkg_lib = pkg / "inprocess" / "libtriton_inprocess.so"
-    pkg_lib.parent.mkdir()
-    pkg_lib.write_bytes(b"inprocess backend")
+    # Each library is one file by both its names.
+    assert os.path.samefile(py / "libtriton_python.so", py / "libtriton_python_stub.so")
+    # In-process (Options.python_backend), the package's forwarder to its
+    # inprocess backend is libtriton_python.so; the stub's stays there by
+    # its runtime name.
+    _touch(pkg / "inprocess" / "libtriton_inprocess.so")
+    forwarder = pkg / "inprocess" / "python_inprocess" / "libtriton_python_inprocess.so"
+    forwarder.parent.mkdir()
+    forwarder.write_bytes(b"forwards to inprocess")
     d3 = Path(backend_directory(core, str(pkg), python_in_process=True))
     assert d3 != d
-    assert (d3 / "python" / "libtriton_python.so").read_bytes() == b"inprocess backend"
-    assert (d3 / "python" / "libtriton_python_inprocess.so").read_bytes() == b"inprocess backend"
+    assert (d3 / "python" / "libtriton_python.so").read_bytes() == b"forwards to inprocess"
+    assert os.path.samefile(d3 / "python" / "libtriton_python.so",
+                            d3 / "python" / "libtriton_python_inprocess.so")
     assert filecmp.cmp(d3 / "python" / "libtriton_python_stub.so", stub_lib, shallow=False)
+    # What it forwards to, beside it in the same folder.
+    assert os.path.samefile(d3 / "inprocess" / "libtriton_inprocess.so",
+                            pkg / "inprocess" / "libtriton_inprocess.so")
 
 
 def test_backend_directory_container_core_does_not_shadow_ours(tmp_path):

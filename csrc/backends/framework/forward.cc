@@ -8,6 +8,13 @@
 // libtriton_inprocess.so, found beside its own folder. The core gives each
 // backend its own TRITONBACKEND_Backend, so they keep separate states; the
 // inprocess runtime sends a model to the framework its configuration names.
+//
+// Built once more as the python backend's slot for Python models run
+// in-process (libtriton_python_inprocess.so, which a backend folder holds as
+// libtriton_python.so): that file may be a copy, and a copy of the inprocess
+// library itself would be a second, separate library in the process.
+// Through this one there is only ever one: its sibling inprocess/ folder
+// links to the package's.
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -58,8 +65,8 @@ const Entries& Inprocess() {
     Entries e;
     const std::string path = InprocessPath();
     if (path.empty()) {
-      e.failure = "a framework backend (" TRITONSERVER_FRAMEWORK_BACKEND
-                  ") could not find its own library file";
+      e.failure =
+          "the " TRITONSERVER_FRAMEWORK_BACKEND " backend could not find its own library file";
       return e;
     }
     void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);

@@ -12,11 +12,14 @@ The core is given one ``--backend-directory``; ours is a temporary folder with:
 * ``python/`` with the python backend's libraries (the files themselves:
   hard links, else copies), the core's as
   ``libtriton_python_stub.so`` (with ``triton_python_backend_utils.py`` and
-  the stub for the running Python), the package's inprocess backend as
+  the stub for the running Python), the package's in-process one as
   ``libtriton_python_inprocess.so``, and ``libtriton_python.so``, the one
   of the two that runs ``backend: "python"`` models by default
   (``Options.python_backend``); a model's ``runtime`` picks the other;
-  python-based backends (``<name>/model.py``) run on the same one;
+  python-based backends (``<name>/model.py``) run on the same one. The
+  in-process one only forwards to ``inprocess/libtriton_inprocess.so`` of
+  this folder, so a copy of it never loads the inprocess library twice;
+  each file is placed once, and its second name is a hard link to it;
 * every other folder of the user's backend folder, then of the core's own
   ``backends/`` (container), linked whole, never shadowing the above. A
   ``python`` folder of either is used only when the core brings no python
@@ -238,22 +241,27 @@ def _populate(tmp: str, core: CoreInstall, package_backends_dir: Optional[str],
         utils = os.path.join(pb, PYTHON_BACKEND_UTILS)
         if os.path.isfile(lib) and os.path.isfile(utils) and os.path.isfile(core.stub_path):
             stub_lib = lib
-    inprocess_lib: Optional[str] = os.path.join(package_backends_dir or "", "inprocess",
-                                                "libtriton_inprocess.so")
-    if not os.path.isfile(cast(str, inprocess_lib)):
+    # The in-process slot forwards to inprocess/ of this folder: only with it.
+    inprocess_lib: Optional[str] = os.path.join(
+        package_backends_dir or "", "inprocess", "python_inprocess", INPROCESS_RUNTIME)
+    if "inprocess" not in made or not os.path.isfile(cast(str, inprocess_lib)):
         inprocess_lib = None
-    default_lib = inprocess_lib if python_in_process else stub_lib
+    default_lib, other = (inprocess_lib, stub_lib) if python_in_process else (stub_lib, inprocess_lib)
     if default_lib is not None:
         dst_dir = os.path.join(tmp, "python")
         os.mkdir(dst_dir)
-        _place(default_lib, os.path.join(dst_dir, PYTHON_BACKEND_LIB))
+        default = os.path.join(dst_dir, PYTHON_BACKEND_LIB)
+        _place(default_lib, default)
+        # The default's own name is the second name of the same file.
+        _place(default, os.path.join(dst_dir, INPROCESS_RUNTIME if python_in_process
+                                     else STUB_RUNTIME))
+        if other is not None:
+            _place(other, os.path.join(dst_dir, STUB_RUNTIME if python_in_process
+                                       else INPROCESS_RUNTIME))
         if stub_lib is not None:
-            _place(stub_lib, os.path.join(dst_dir, STUB_RUNTIME))
             _link(os.path.join(os.path.dirname(stub_lib), PYTHON_BACKEND_UTILS),
                   os.path.join(dst_dir, PYTHON_BACKEND_UTILS))
             _link(cast(str, core.stub_path), os.path.join(dst_dir, STUB_NAME))
-        if inprocess_lib is not None:
-            _place(inprocess_lib, os.path.join(dst_dir, INPROCESS_RUNTIME))
         _link(core.library, os.path.join(dst_dir, "libtritonserver.so"))
         made.add("python")
 
