@@ -39,6 +39,8 @@ PACKAGE_SOURCES = _patterns(
 BUILT = _patterns(
     r"tritonserver/_c/triton_bindings\.cpython-[^/]+\.so",
     r"tritonserver/backends/(?P<name>[a-z_]+)/libtriton_(?P=name)\.so",
+    # The python backend's slot for models run in-process (forwards to inprocess).
+    r"tritonserver/backends/inprocess/python_inprocess/libtriton_python_inprocess\.so",
     r"tritonserver/include/triton/triton(server|backend)\.h",
     r"tritonserver/share/cmake/tritonserver/tritonserverConfigVersion\.cmake",
     r"tritonserver/proto/descriptors\.pb",
@@ -55,6 +57,7 @@ WHEEL_REQUIRED = _patterns(
     r"tritonserver/_c/triton_bindings\.pyi",
     r"tritonserver/_c/triton_bindings\.cpython-[^/]+\.so",
     *(rf"tritonserver/backends/{name}/libtriton_{name}\.so" for name in BACKENDS),
+    r"tritonserver/backends/inprocess/python_inprocess/libtriton_python_inprocess\.so",
     r"tritonserver/include/tritonserver/backend\.h",
     r"tritonserver/include/triton/tritonbackend\.h",
     r"tritonserver/include/triton/tritonserver\.h",
