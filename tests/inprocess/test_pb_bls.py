@@ -186,6 +186,42 @@ class TritonPythonModel:
 ASYNC_CONFIG = ('output [{ name: "MOST" data_type: TYPE_INT64 dims: [1] }]\n'
                 'instance_group [{ count: 1 kind: KIND_CPU }]\n')
 
+# An async decoupled model and an async model that calls it and iterates
+# its responses from its own coroutine (QA's async_execute_decouple_bls):
+# the callee's coroutines need a loop the caller does not block.
+ASYNC_REPEAT = """
+import asyncio
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    async def execute(self, requests):
+        for r in requests:
+            n = int(pb_utils.get_input_tensor_by_name(r, "N").as_numpy()[0])
+            sender = r.get_response_sender()
+            for i in range(n):
+                await asyncio.sleep(0.05)
+                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("I", np.array([i], np.int32))]))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+"""
+ASYNC_ITERATE = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    async def execute(self, requests):
+        out = []
+        for r in requests:
+            n = pb_utils.get_input_tensor_by_name(r, "N").as_numpy()
+            call = pb_utils.InferenceRequest(model_name="async_repeat", requested_output_names=["I"],
+                                             inputs=[pb_utils.Tensor("N", n)])
+            got = [int(t.as_numpy()[0]) for resp in await call.async_exec(decoupled=True)
+                   for t in resp.output_tensors()]
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("I", np.array(got, np.int32))]))
+        return out
+"""
+
 METRICS = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -239,6 +275,8 @@ def bls_server(tmp_path_factory):
     _model(repo, "caller", CALLER, "", io=("HOW", "OUT", "TYPE_STRING"))
     _model(repo, "async_caller", ASYNC, ASYNC_CONFIG)
     _model(repo, "metrics", METRICS, METRICS_CONFIG)
+    _model(repo, "async_repeat", ASYNC_REPEAT, REPEAT_CONFIG, io=("N", "I", "TYPE_INT32"))
+    _model(repo, "async_iterate", ASYNC_ITERATE, "", io=("N", "I", "TYPE_INT32"))
     server = start_server(model_repository=str(repo), python_backend="inprocess",
                           model_control_mode=tritonserver.ModelControlMode.EXPLICIT,
                           startup_models=["*"])
@@ -315,6 +353,13 @@ def test_async_execute_runs_several_batches_on_one_instance(bls_server):
     assert sorted((i, y) for i, y, _ in results) == [(i, [4.0 * i] * 2) for i in range(4)]
     # One instance, yet more than one execute was running at once.
     assert max(most for _, _, most in results) >= 2
+
+
+def test_an_async_model_iterates_an_async_decoupled_models_responses(bls_server):
+    # Each instance has its loop (as each stub its own): the caller's
+    # waiting on its loop does not stop the callee's coroutines.
+    response = next(bls_server.model("async_iterate").infer(inputs={"N": np.array([3], np.int32)}))
+    assert np.from_dlpack(response.outputs["I"]).tolist() == [0, 1, 2]
 
 
 def test_custom_metrics_appear_on_the_servers_metrics(bls_server):

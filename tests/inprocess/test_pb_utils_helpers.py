@@ -1,7 +1,7 @@
 """pb_utils' module-level helpers, constants and Logger, with the python
 backend's behaviour: BYTES (de)serialization, the type table, the
 decoupled check python-backend decoupled models start with, request release
-flags, get_model_dir, and Logger's levels (to Python's logging)."""
+flags, get_model_dir, and Logger's levels (lines of the server's log)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import json
 import logging
 import os
 import struct
+import subprocess
+import sys
 import textwrap
 
 import numpy as np
@@ -82,7 +84,9 @@ def test_using_decoupled_model_transaction_policy():
     assert check({"name": "m"}) is False
 
 
-def test_logger_levels_go_to_python_logging(caplog):
+def test_logger_levels_go_to_python_logging_before_any_server_log(caplog, monkeypatch):
+    # Only while no server has run a Python model (no server log yet).
+    monkeypatch.delitem(sys.modules, "tritonserver._inprocess._backend", raising=False)
     caplog.set_level(logging.DEBUG, logger=LOGGER)
     log = pb_utils.Logger
     log.log_info("info")
@@ -106,15 +110,6 @@ def test_logger_levels_go_to_python_logging(caplog):
     assert log.LogLevel is pb_utils.LogLevel and log.LogLevel.VERBOSE is log.VERBOSE
     with pytest.raises(TypeError, match="level"):
         log.log("bad", 9)
-
-
-class _Collect(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.records: list = []
-
-    def emit(self, record):
-        self.records.append(record)
 
 
 _REPEAT = """
@@ -208,34 +203,25 @@ def _folder(repo, name: str, config: str, source: str) -> None:
 
 @pytest.fixture(scope="module")
 def helpers_server(tmp_path_factory):
-    """A server on a decoupled repeat model and a model that logs; the
-    package's logger collected from before the start (initialize logs)."""
+    """A server on a decoupled repeat model and a model that logs."""
     repo = tmp_path_factory.mktemp("pb_helpers_repo")
     _folder(repo, "repeat", _REPEAT_CONFIG.format(
         policy="model_transaction_policy { decoupled: true }"), _REPEAT)
     _folder(repo, "logs", _LOGS_CONFIG, _LOGS)
-    logger = logging.getLogger(LOGGER)
-    collect = _Collect()
-    old_level = logger.level
-    logger.addHandler(collect)
-    logger.setLevel(logging.DEBUG)
     server = start_server(model_repository=str(repo))
     try:
-        yield server, collect, repo
+        yield server, repo
     finally:
         stop_within(server)
-        logger.removeHandler(collect)
-        logger.setLevel(old_level)
 
 
 def test_a_decoupled_model_checking_its_transaction_policy(helpers_server):
-    server, collect, repo = helpers_server
+    server, repo = helpers_server
     model = server.model("repeat")
     for values in ([4, 2, 0, 1], [9], []):
         got = [(int(np.from_dlpack(r.outputs["OUT"])[0]), int(np.from_dlpack(r.outputs["IDX"])[0]))
                for r in model.infer(inputs={"IN": np.array(values, np.int32)}) if r.outputs]
         assert got == [(v, i) for i, v in enumerate(values)]
-    assert f"model dir {repo / 'repeat' / '1'}" in [r.getMessage() for r in collect.records]
 
 
 def test_the_same_model_refuses_a_config_that_is_not_decoupled(explicit_empty, tmp_path):
@@ -250,26 +236,74 @@ def test_the_same_model_refuses_a_config_that_is_not_decoupled(explicit_empty, t
         explicit_empty.unregister_model_repository(str(repo))
 
 
-def test_logger_from_a_model_and_get_model_dir(helpers_server):
-    server, collect, repo = helpers_server
+def test_get_model_dir_from_a_model(helpers_server):
+    server, repo = helpers_server
     out = next(server.model("logs").infer(inputs={"FLAGS": np.array(
         [pb_utils.TRITONSERVER_REQUEST_RELEASE_ALL], np.int32)}))
     assert out.outputs["DIR"].to_bytes_array().tolist() == [str(repo / "logs" / "1").encode()]
-    seen = {(r.levelno, r.getMessage()): r for r in collect.records
-            if r.getMessage().startswith(("initialize", "execute"))}
-    assert set(seen) >= {(logging.DEBUG, "initialize verbose"), (logging.INFO, "execute info"),
-                         (logging.WARNING, "execute warn"), (logging.ERROR, "execute error"),
-                         (logging.DEBUG, "execute verbose")}
-    # Each record names the model's file and line, as the python backend's log lines.
-    record = seen[(logging.WARNING, "execute warn")]
-    assert record.pathname == str(repo / "logs" / "1" / "model.py") and record.lineno == \
-        _LOGS.splitlines().index('        logger.log_warn("execute warn")') + 1
+
+
+_LOG_RUN = """
+import sys
+import numpy as np
+import tritonserver
+repo, log_file, verbose = sys.argv[1], sys.argv[2], int(sys.argv[3])
+server = tritonserver.Server(model_repository=repo, log_file=log_file, log_info=True,
+                             log_warn=True, log_error=True, log_verbose=verbose).start()
+next(server.model("logs").infer(inputs={"FLAGS": np.array([1], np.int32)}))
+assert [r.error for r in server.model("late_error").infer(inputs={"IN": np.array([1], np.int32)})
+        ] == [None]
+server.stop()
+"""
+# A decoupled model that finishes its request, then raises (QA's
+# async_execute_decouple with a negative wait): no request is left to take
+# the error, so it is a line of the server's log.
+_LATE_ERROR = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    async def execute(self, requests):
+        for request in requests:
+            request.get_response_sender().send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        raise ValueError("raised after the last response")
+"""
+
+
+@pytest.mark.parametrize("verbose", [0, 1])
+def test_logger_lines_are_the_servers_log_lines(tmp_path, verbose):
+    """As the python backend's: each line the server's own (its log file,
+    its format, its levels), naming the model's file and line; verbose
+    lines only with log_verbose."""
+    repo = tmp_path / "repo"
+    _folder(repo, "logs", _LOGS_CONFIG, _LOGS)
+    _folder(repo, "late_error", _REPEAT_CONFIG.format(
+        policy="model_transaction_policy { decoupled: true }"), _LATE_ERROR)
+    log_file = tmp_path / "server.log"
+    done = subprocess.run([sys.executable, "-c", _LOG_RUN, str(repo), str(log_file), str(verbose)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = log_file.read_text().splitlines()
+
+    def written(message: str) -> list[str]:
+        return [line for line in lines if line.endswith(f'"{message}"')]
+
+    assert [line[0] for line in written("execute info")] == ["I"]
+    assert [line[0] for line in written("execute error")] == ["E"]
+    warn = written("execute warn")
+    assert [line[0] for line in warn] == ["W"]
+    line_no = _LOGS.splitlines().index('        logger.log_warn("execute warn")') + 1
+    assert f"model.py:{line_no}]" in warn[0]
+    assert len(written("initialize verbose")) == verbose
+    assert len(written("execute verbose")) == verbose
+    late = [line for line in lines if "ValueError: raised after the last response" in line]
+    assert late and late[0].startswith("E") and "late_error" in late[0]
 
 
 def test_rescheduling_where_the_scheduler_cannot_fails_the_request(helpers_server):
     # The default scheduler gives nothing back to reschedule (the core's
     # iterative sequences do: tests/inprocess/test_pb_bls.py).
-    server, _, _ = helpers_server
+    server, _ = helpers_server
     with pytest.raises(tritonserver.UnsupportedError, match="could not be rescheduled"):
         next(server.model("logs").infer(inputs={"FLAGS": np.array(
             [pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE], np.int32)}))

@@ -59,6 +59,20 @@ void LoadRuntime() {
   if (!types) throw py::error_already_set();
   RegisterHandleTypes(types);
   RegisterMetricTypes(types);
+  // pb_utils.Logger: a line of the server's log (its levels are the core's
+  // and the python backend's alike), naming the model's file and line.
+  types.def(
+      "log",
+      [](int level, const std::string& file, int line, const std::string& message) {
+        if (level < TRITONSERVER_LOG_INFO || level > TRITONSERVER_LOG_VERBOSE) {
+          throw tb::Error::InvalidArgument("log level must be INFO, WARNING, ERROR or VERBOSE");
+        }
+        const auto core_level = static_cast<TRITONSERVER_LogLevel>(level);
+        if (!TRITONSERVER_LogIsEnabled(core_level)) return;
+        tb::Check(TRITONSERVER_LogMessage(core_level, file.c_str(), line, message.c_str()));
+      },
+      py::arg("level"), py::arg("file"), py::arg("line"), py::arg("message"),
+      py::call_guard<py::gil_scoped_release>());
   pyinterop::RegisterErrorTranslator();
   // A second copy of this library (the core loads it by another name where
   // no hard link could be made) keeps the first's module: its types work

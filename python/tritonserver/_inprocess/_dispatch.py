@@ -21,7 +21,7 @@ from tritonserver._errors import (
     release_frames,
     summary,
 )
-from tritonserver._inprocess import _async, _loader, _pb_autocomplete
+from tritonserver._inprocess import _async, _loader, _pb_autocomplete, _server_log
 from tritonserver._inprocess._model import ModelInstance, PythonModel
 from tritonserver._inprocess._request import ModelRequest, send
 
@@ -122,7 +122,8 @@ def load_model(name: str, version: int, config_json: str, repository_path: str,
         else:
             model = _loader.make(name, version, repository_path, parameters,
                                  config.get("default_model_filename", ""),
-                                 _backend_file(config, place))
+                                 _backend_file(config, place),
+                                 python_backend=place[0] != "inprocess")
     except Exception as e:
         _raise(name, "loading its Python class", e)
     model.name, model.version, model.config = name, version, config
@@ -152,6 +153,7 @@ def initialize_instance(loaded: LoadedModel, name: str, kind: str, device_id: in
 
 
 def finalize_instance(loaded: LoadedModel, instance: ModelInstance) -> None:
+    _async.stop(instance)
     try:
         loaded.model.finalize_instance(instance)
     except Exception as e:
@@ -176,7 +178,8 @@ def execute(loaded: LoadedModel, instance: ModelInstance, handles: list[RequestH
     if asyncio.iscoroutine(responses):
         for handle in handles:
             handle.defer()
-        _async.run(responses, lambda result, error: answer(loaded, handles, result, error))
+        _async.run(instance, responses,
+                   lambda result, error: answer(loaded, handles, result, error))
         return
     answer(loaded, handles, responses, None)
 
@@ -229,9 +232,15 @@ def answer(loaded: LoadedModel, handles: list[RequestHandle], responses: Any,
 
 
 def _fail_open(handles: list[RequestHandle], code: int, message: str) -> None:
-    for handle in handles:
-        if not handle.finished:
-            handle.fail(code, message)
+    """Fail the batch's requests not answered yet. A failure that reaches
+    none of them (a decoupled model finished them all, then raised) is a
+    line of the server's log instead, as the python backend writes it."""
+    open_handles = [h for h in handles if not h.finished]
+    for handle in open_handles:
+        handle.fail(code, message)
+    if not open_handles:
+        _server_log.write(_server_log.ERROR, f"Failed to process the request(s): {message}",
+                          __file__, 0)
 
 
 def _internal(message: str) -> tuple[int, str]:

@@ -19,6 +19,7 @@ import itertools
 import os
 import sys
 import threading
+import types
 from typing import Any, Optional
 
 from tritonserver._errors import InvalidArgumentError, NotFoundError, UnsupportedError
@@ -44,9 +45,12 @@ def register(name: str, model: Any) -> str:
 
 
 def make(name: str, version: int, repository_path: str, parameters: dict[str, str],
-         default_filename: str, backend_file: Optional[str] = None) -> PythonModel:
+         default_filename: str, backend_file: Optional[str] = None,
+         python_backend: bool = False) -> PythonModel:
     """The model object for one load; ``backend_file``: the model.py of the
-    python-based backend that serves it, instead of the model's own."""
+    python-based backend that serves it, instead of the model's own;
+    ``python_backend``: the model is the python backend's (its errors then
+    keep that backend's texts)."""
     target = parameters.get(PARAMETER, "")
     if target.startswith("@"):
         with _lock:
@@ -58,7 +62,7 @@ def make(name: str, version: int, repository_path: str, parameters: dict[str, st
         found = _import(name, target)
     else:
         found = _from_file(name, version, repository_path, parameters, default_filename,
-                           backend_file)
+                           backend_file, python_backend)
     return _instantiate(name, found)
 
 
@@ -84,9 +88,15 @@ def model_file(version: int, repository_path: str, default_filename: str,
 
 
 def _from_file(name: str, version: int, repository_path: str, parameters: dict[str, str],
-               default_filename: str, backend_file: Optional[str]) -> Any:
+               default_filename: str, backend_file: Optional[str],
+               python_backend: bool) -> Any:
     path = model_file(version, repository_path, default_filename, backend_file)
     folder = os.path.dirname(path)
+    if not os.path.isfile(path) and python_backend:
+        # The python backend's text, which Triton's tests and users' log
+        # searches read (no stub runs here: the file is imported in-process).
+        raise NotFoundError(f"Failed to preinitialize Python stub: Python model file not "
+                            f"found in '{path}'")
     if not os.path.isfile(path):
         raise NotFoundError(
             f"model '{name}': {path} does not exist; put the model's class there, or name it "
@@ -129,31 +139,62 @@ def model_classes(module: Any) -> list[type]:
 
 
 def import_file(path: str, folder: str) -> Any:
-    """`path` imported as a module of a name of its own (in sys.modules:
-    the caller may drop it), with `folder` on sys.path while it runs, so
-    it can import modules beside it."""
+    """`path` imported as a module of a name of its own, inside a package
+    of a name of its own whose folder is `folder` (in sys.modules: the
+    caller may drop both with drop_module), as the python backend imports
+    ``<version>.model``: the file may import the modules beside it
+    relatively (``from . import helper``) or, with `folder` on sys.path
+    while it runs, absolutely."""
     from tritonserver._inprocess import pb_utils
 
     # A python-backend model.py imports this name; ours answers it.
     sys.modules["triton_python_backend_utils"] = pb_utils
-    module_name = f"_tritonserver_inprocess_model_{next(_modules)}"
+    package_name = f"_tritonserver_inprocess_model_{next(_modules)}"
+    package = types.ModuleType(package_name)
+    package.__path__ = [folder]
+    package.__package__ = package_name
+    stem = os.path.splitext(os.path.basename(path))[0]
+    module_name = f"{package_name}.{stem}" if stem.isidentifier() else f"{package_name}._model"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise InvalidArgumentError(f"cannot load {path} as a Python module")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[package_name] = package
     sys.modules[module_name] = module
+    before = set(sys.modules)
     sys.path.insert(0, folder)  # its own helper modules, while it loads
     try:
         spec.loader.exec_module(module)
     except BaseException:
-        sys.modules.pop(module_name, None)
+        drop_module(module)
         raise
     finally:
         try:
             sys.path.remove(folder)
         except ValueError:
             pass
+        _forget_helpers(folder, set(sys.modules) - before)
     return module
+
+
+def _forget_helpers(folder: str, names: set[str]) -> None:
+    """The modules of `folder` that a model file imported absolutely
+    (``import helper``) leave sys.modules once it is loaded: the model keeps
+    them, and another model's ``helper`` (each stub has its own
+    interpreter) is then its own, not this one."""
+    inside = os.path.join(os.path.abspath(folder), "")
+    for name in names:
+        path = getattr(sys.modules.get(name), "__file__", None) or ""
+        if os.path.abspath(path).startswith(inside):
+            sys.modules.pop(name, None)
+
+
+def drop_module(module: Any) -> None:
+    """Forget a module import_file made, its package and what the package
+    imported."""
+    package = module.__name__.rpartition(".")[0]
+    for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
+        sys.modules.pop(name, None)
 
 
 def _instantiate(name: str, found: Any) -> PythonModel:

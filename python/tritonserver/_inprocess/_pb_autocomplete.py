@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import sys
 from typing import Any, Callable, NoReturn, Optional
 
 from tritonserver._errors import InvalidArgumentError
@@ -92,7 +91,7 @@ def complete(name: str, version: int, config: dict[str, Any], repository_path: s
     module = None
     try:
         model_dir = os.path.join(repository_path, str(version))
-        with running_for(ModelContext(name, model_dir)):
+        with running_for(ModelContext(name, model_dir, bls=False)):
             try:
                 module = _loader.import_file(path, folder)
             except Exception as e:
@@ -110,4 +109,4 @@ def complete(name: str, version: int, config: dict[str, Any], repository_path: s
         return returned.as_dict()
     finally:
         if module is not None:
-            sys.modules.pop(module.__name__, None)
+            _loader.drop_module(module)

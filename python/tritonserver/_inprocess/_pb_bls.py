@@ -81,6 +81,12 @@ def _server() -> Any:
     return server
 
 
+def _check_phase() -> None:
+    context = current_model()
+    if context is not None and not context.bls:
+        raise TritonModelException("BLS is only supported during the 'execute' function.")
+
+
 def _pb_response(response: "_ServerResponse") -> InferenceResponse:
     if response.error is not None:
         return InferenceResponse(error=TritonError.of(response.error),
@@ -92,11 +98,16 @@ def _pb_response(response: "_ServerResponse") -> InferenceResponse:
 class ResponseIterator:
     """The responses of a BLS call to a decoupled model
     (``exec(decoupled=True)``), the last one marked final (maybe with no
-    outputs); ``cancel()`` asks the called model to stop."""
+    outputs); ``cancel()`` asks the called model to stop.
+
+    Made once the first response is there, as the python backend's: so
+    ``await async_exec(decoupled=True)`` waits for it off the event loop,
+    and iterating only waits for the later ones."""
 
     def __init__(self, responses: Any, failed: Optional[InferenceResponse] = None):
         self._responses = responses
         self._failed = failed
+        self._first = None if responses is None else next(responses, None)
 
     def __iter__(self) -> "ResponseIterator":
         return self
@@ -105,13 +116,18 @@ class ResponseIterator:
         if self._failed is not None:
             failed, self._failed, self._responses = self._failed, None, None
             return failed
-        if self._responses is None:
+        if self._first is not None:
+            response, self._first = self._first, None
+        elif self._responses is None:
             raise StopIteration
-        try:
-            response = next(self._responses)
-        except StopIteration:
-            self._responses = None
-            raise
+        else:
+            try:
+                response = next(self._responses)
+            except StopIteration:
+                self._responses = None
+                raise
+        if response.final:
+            self._responses = None  # nothing follows: no wait for the end
         return _pb_response(response)
 
     def cancel(self) -> None:
@@ -280,7 +296,9 @@ class InferenceRequest:
     def exec(self, decoupled: bool = False) -> Union[InferenceResponse, ResponseIterator]:
         """Run the request on its model and wait: its response, or (with
         ``decoupled=True``) an iterator of its responses. Failures are
-        responses with an error, as in the python backend."""
+        responses with an error, as in the python backend; a call from
+        initialize or finalize raises, as there."""
+        _check_phase()
         try:
             responses = self._send(decoupled)
         except (_ServerError, TritonError) as e:
@@ -303,6 +321,7 @@ class InferenceRequest:
         """``exec`` awaitable from the model's event loop (an ``async def
         execute``): the call runs on a worker thread, so the loop goes on."""
         loop = asyncio.get_running_loop()
+        _check_phase()
         context = current_model()
 
         def run() -> Any:

@@ -7,6 +7,7 @@ and BLS read), an ``async def execute`` included."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 from typing import TYPE_CHECKING, Any, Coroutine, Optional
@@ -39,11 +40,14 @@ class PbUtilsModel(PythonModel):
             self._context = ModelContext(self.name, folder, self.server_address)
         return self._context
 
+    def _outside_execute(self) -> ModelContext:
+        return dataclasses.replace(self._for_model(), bls=False)
+
     def initialize_instance(self, instance: ModelInstance) -> None:
         legacy = self._class()
         self._objects[instance.name] = legacy
         if hasattr(legacy, "initialize"):
-            with running_for(self._for_model()):
+            with running_for(self._outside_execute()):
                 legacy.initialize({
                     "model_config": json.dumps(self.config),
                     "model_instance_kind": instance.kind,
@@ -57,7 +61,7 @@ class PbUtilsModel(PythonModel):
     def finalize_instance(self, instance: ModelInstance) -> None:
         legacy = self._objects.pop(instance.name, None)
         if legacy is not None and hasattr(legacy, "finalize"):
-            with running_for(self._for_model()):
+            with running_for(self._outside_execute()):
                 legacy.finalize()
 
     def execute(self, requests: list[ModelRequest]) -> Any:

@@ -22,11 +22,14 @@ from tritonserver._tensor import Tensor as _Tensor
 @dataclass(frozen=True)
 class ModelContext:
     """The model a hook runs for: its name, the folder of its model.py, the
-    address of the server that loaded it (0 while none is known)."""
+    address of the server that loaded it (0 while none is known), and
+    whether BLS may run (not in initialize, finalize or auto-complete, as
+    in the python backend)."""
 
     name: str
     model_dir: str
     server_address: int = 0
+    bls: bool = True
 
 
 _context: contextvars.ContextVar[Optional[ModelContext]] = contextvars.ContextVar(
@@ -121,6 +124,10 @@ class Tensor:
         if not isinstance(name, str):
             raise TritonError("Tensor name must be a str")
         self._name = name
+        # A numpy array (a list becomes one, as the python backend's
+        # constructor converts it), or a DLPack producer.
+        if not isinstance(data, (np.ndarray, _Tensor)) and not hasattr(data, "__dlpack__"):
+            data = np.asarray(data)
         self._data = data
 
     def name(self) -> str:
@@ -130,18 +137,30 @@ class Tensor:
         data = self._data
         if isinstance(data, np.ndarray):
             return data
-        if isinstance(data, _Tensor) and data.data_type == DataType.BYTES:
-            return data.to_bytes_array()
-        return np.from_dlpack(data)
+        tensor = self._tensor()
+        # The python backend's refusals, in its words.
+        if tensor.memory_type.name == "GPU":
+            raise TritonModelException("Tensor is stored in GPU and cannot be converted to NumPy.")
+        if tensor.data_type == DataType.BF16:
+            raise TritonModelException("Tensor dtype is BF16 and cannot be converted to NumPy. "
+                                       "Use to_dlpack() and from_dlpack() instead.")
+        if tensor.data_type == DataType.BYTES:
+            return tensor.to_bytes_array()
+        return np.from_dlpack(tensor)
+
+    def _tensor(self) -> _Tensor:
+        """What the tensor holds (not a numpy array) as a tritonserver.Tensor."""
+        return self._data if isinstance(self._data, _Tensor) else _Tensor.from_dlpack(self._data)
 
     def shape(self) -> list[int]:
-        return list(np.shape(self._data)) if not isinstance(self._data, _Tensor) \
-            else list(self._data.shape)
+        if isinstance(self._data, np.ndarray):
+            return list(self._data.shape)
+        return list(self._tensor().shape)
 
     def triton_dtype(self) -> Optional[int]:
-        if isinstance(self._data, _Tensor):
-            return int(self._data.data_type)
-        return numpy_to_triton_type(self._data.dtype)
+        if isinstance(self._data, np.ndarray):
+            return numpy_to_triton_type(self._data.dtype)
+        return int(self._tensor().data_type)
 
     def is_cpu(self) -> bool:
         return not isinstance(self._data, _Tensor) or self._data.memory_type.name != "GPU"

@@ -92,11 +92,16 @@ def _convert(name: str, value: Any, spec: tuple[int, Optional[np.dtype[Any]]]) -
                                    "in host memory")
         if value.data_type == DataType.BYTES:
             return Output(name, _BYTES, tuple(value.shape), buffer_view(value.memory_buffer))
+        if value.data_type == DataType.BF16:
+            return _bf16(name, data_type, value)
         array = np.from_dlpack(value)
     elif hasattr(value, "__dlpack__"):
         try:
             array = np.from_dlpack(value)
         except (RuntimeError, BufferError, TypeError) as e:
+            tensor = _bf16_tensor(value)  # numpy has no BF16: torch's bfloat16, for one
+            if tensor is not None:
+                return _convert(name, tensor, spec)
             raise UnsupportedError(f"output {name!r}: {e}; outputs must be in host memory "
                                    "(numpy, or a DLPack producer on the CPU)") from None
     else:
@@ -120,6 +125,23 @@ def _convert(name: str, value: Any, spec: tuple[int, Optional[np.dtype[Any]]]) -
     if not array.flags.c_contiguous:
         array = np.ascontiguousarray(array)
     return Output(name, data_type, array.shape, array)
+
+
+def _bf16_tensor(value: Any) -> Optional[Tensor]:
+    """`value` (a DLPack producer numpy refused) as a Tensor, when it is BF16."""
+    try:
+        tensor = Tensor.from_dlpack(value)
+    except Exception:
+        return None
+    return tensor if tensor.data_type == DataType.BF16 else None
+
+
+def _bf16(name: str, data_type: int, tensor: Tensor) -> Output:
+    """A BF16 Tensor in host memory: its bytes, as they are."""
+    if data_type != _BF16:
+        raise InvalidArgumentError(
+            f"output {name!r} is {DataType(data_type).name}, not BF16")
+    return Output(name, _BF16, tuple(tensor.shape), buffer_view(tensor.memory_buffer))
 
 
 def error_parts(error: Any) -> tuple[int, str]:

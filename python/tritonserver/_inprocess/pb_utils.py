@@ -20,6 +20,7 @@ import numpy as np
 
 from tritonserver import _datatypes as dt
 from tritonserver._enums import DataType
+from tritonserver._inprocess import _server_log
 from tritonserver._inprocess._pb_bls import (
     TRITONSERVER_MEMORY_CPU,
     TRITONSERVER_MEMORY_GPU,
@@ -280,15 +281,19 @@ def _log(message: str, level: Any) -> None:
     except ValueError:
         raise TypeError(f"Logger.log: level must be a pb_utils.Logger level (INFO, WARNING, "
                         f"ERROR, VERBOSE), not {level!r}") from None
-    # stacklevel 3: the record names the model's line, not this module's.
-    _logger.log(_PYTHON_LEVELS[known], message, stacklevel=3)
+    caller = sys._getframe(2)
+    if not _server_log.write(int(known), str(message), caller.f_code.co_filename,
+                             caller.f_lineno):
+        # No server log yet. stacklevel 3: the record names the model's line.
+        _logger.log(_PYTHON_LEVELS[known], message, stacklevel=3)
 
 
 class Logger:
-    """``pb_utils.Logger.log_info(...)`` and friends, to Python's logging
-    (logger ``tritonserver.inprocess``; verbose is its debug level). Each
-    record names the model's file and line, as the python backend's log
-    lines do."""
+    """``pb_utils.Logger.log_info(...)`` and friends: lines of the server's
+    log, as the python backend writes them (each names the model's file and
+    line; the server's log options say which levels are written). Before
+    any server has run a Python model, Python's logging (logger
+    ``tritonserver.inprocess``; verbose is its debug level)."""
 
     LogLevel = LogLevel
     INFO = LogLevel.INFO

@@ -1,0 +1,192 @@
+"""How a python-backend model.py is found and loaded in-process, against
+what Triton's python-backend QA (qa/L0_backend_python) checks of the stub:
+a model of several files (absolute and relative imports), a missing
+model.py (the python backend's text), BLS refused outside execute (its
+text), and BF16 tensors through DLPack (numpy has no BF16). Real core,
+``backend: "python"`` folders on ``python_backend="inprocess"``."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+import tritonserver
+from conftest import start_server, stop_within
+
+IDENTITY_CONFIG = """
+backend: "python"
+input [{ name: "INPUT0" data_type: TYPE_FP32 dims: [-1] }]
+output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [-1] }]
+"""
+
+MULTI_FILE = """
+import numpy as np
+import helper
+import triton_python_backend_utils as pb_utils
+
+from . import sibling
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        value = np.array([helper.VALUE, sibling.VALUE], np.float32)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", value)])
+                for _ in requests]
+"""
+
+
+def _folder(repo, name: str, files: dict[str, str], config: str = IDENTITY_CONFIG) -> None:
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "config.pbtxt").write_text(textwrap.dedent(config))
+    for filename, source in files.items():
+        (repo / name / "1" / filename).write_text(textwrap.dedent(source))
+
+
+def _explicit(repo) -> tritonserver.Server:
+    return start_server(model_repository=str(repo), python_backend="inprocess",
+                        model_control_mode=tritonserver.ModelControlMode.EXPLICIT)
+
+
+def test_a_model_of_several_files_and_two_models_with_the_same_helper(tmp_path):
+    """``import helper`` and ``from . import sibling``, as the python
+    backend imports a model (``<version>.model``); each model gets its own
+    ``helper``, as each stub has its own interpreter."""
+    repo = tmp_path / "repo"
+    for name, value in (("first", 1.0), ("second", 2.0)):
+        _folder(repo, name, {"model.py": MULTI_FILE, "helper.py": f"VALUE = {value}\n",
+                             "sibling.py": f"VALUE = {value * 10}\n"})
+    server = start_server(model_repository=str(repo), python_backend="inprocess")
+    try:
+        for name, value in (("first", 1.0), ("second", 2.0)):
+            response = next(server.model(name).infer(inputs={"INPUT0": np.ones(1, np.float32)}))
+            assert np.from_dlpack(response.outputs["OUTPUT0"]).tolist() == [value, value * 10]
+    finally:
+        stop_within(server)
+
+
+def test_a_missing_model_file_fails_with_the_python_backends_text(tmp_path):
+    repo = tmp_path / "repo"
+    _folder(repo, "non_existent_model", {})
+    server = _explicit(repo)
+    try:
+        with pytest.raises(tritonserver.TritonError) as caught:
+            server.load("non_existent_model")
+        path = repo / "non_existent_model" / "1" / "model.py"
+        assert ("Failed to preinitialize Python stub: Python model file not found in "
+                f"'{path}'") in str(caught.value)
+        assert server.live()
+    finally:
+        stop_within(server)
+
+
+BLS_IN = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+def call():
+    request = pb_utils.InferenceRequest(
+        model_name="identity", inputs=[pb_utils.Tensor("INPUT0", np.ones(1, np.float32))],
+        requested_output_names=["OUTPUT0"])
+    return request.exec()
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.where = "{where}"
+        if self.where == "initialize":
+            call()
+
+    def execute(self, requests):
+        response = call()
+        if response.has_error():
+            raise pb_utils.TritonModelException(response.error().message())
+        out = pb_utils.get_output_tensor_by_name(response, "OUTPUT0")
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", out.as_numpy())])
+                for _ in requests]
+
+    def finalize(self):
+        if self.where == "finalize":
+            try:
+                call()
+            except pb_utils.TritonModelException as e:
+                pb_utils.Logger.log_error(f"finalize: {{e}}")
+                raise
+"""
+IDENTITY = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(
+            "OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
+            for r in requests]
+"""
+BLS_ONLY = "BLS is only supported during the 'execute' function."
+
+
+def test_bls_is_refused_in_initialize_and_finalize_and_runs_in_execute(tmp_path):
+    repo = tmp_path / "repo"
+    _folder(repo, "identity", {"model.py": IDENTITY})
+    for where in ("initialize", "finalize"):
+        _folder(repo, f"bls_{where}", {"model.py": BLS_IN.format(where=where)})
+    server = _explicit(repo)
+    try:
+        server.load("identity")
+        with pytest.raises(tritonserver.TritonError, match=BLS_ONLY):
+            server.load("bls_initialize")
+        server.load("bls_finalize")
+        response = next(server.model("bls_finalize").infer(
+            inputs={"INPUT0": np.ones(1, np.float32)}))
+        assert np.from_dlpack(response.outputs["OUTPUT0"]).tolist() == [1.0]
+        server.unload("bls_finalize", wait_until_unloaded=True)
+        assert server.live() and server.model("identity").ready()
+    finally:
+        stop_within(server)
+
+
+BF16 = """
+import torch
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            tensor = pb_utils.get_input_tensor_by_name(request, "INPUT0")
+            try:
+                tensor.as_numpy()
+            except pb_utils.TritonModelException as e:
+                refused = str(e)
+            else:
+                raise pb_utils.TritonModelException("as_numpy took a BF16 tensor")
+            doubled = torch.utils.dlpack.from_dlpack(tensor.to_dlpack()) * 2
+            out = pb_utils.Tensor.from_dlpack("OUTPUT0", torch.utils.dlpack.to_dlpack(doubled))
+            assert out.triton_dtype() == tensor.triton_dtype() and out.shape() == tensor.shape()
+            responses.append(pb_utils.InferenceResponse(
+                [out], parameters={"refused": refused}))
+        return responses
+"""
+BF16_CONFIG = IDENTITY_CONFIG.replace("TYPE_FP32", "TYPE_BF16").replace("[-1]", "[-1, -1]")
+
+
+def test_bf16_through_dlpack_and_as_numpy_refused_in_the_python_backends_words(tmp_path):
+    torch = pytest.importorskip("torch")
+    repo = tmp_path / "repo"
+    _folder(repo, "identity_bf16", {"model.py": BF16}, BF16_CONFIG)
+    server = start_server(model_repository=str(repo), python_backend="inprocess")
+    try:
+        values = torch.tensor([[1.5, -2.0], [0.25, 8.0]], dtype=torch.bfloat16)
+        response = next(server.model("identity_bf16").infer(
+            inputs={"INPUT0": tritonserver.Tensor.from_dlpack(values)}))
+        out = response.outputs["OUTPUT0"]
+        assert out.data_type == tritonserver.DataType.BF16
+        assert torch.equal(torch.from_dlpack(out), values * 2)
+        assert "tensor dtype is bf16 and cannot be converted to numpy" in \
+            response.parameters["refused"].lower()
+    finally:
+        stop_within(server)
