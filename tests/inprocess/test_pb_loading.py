@@ -190,3 +190,38 @@ def test_bf16_through_dlpack_and_as_numpy_refused_in_the_python_backends_words(t
             response.parameters["refused"].lower()
     finally:
         stop_within(server)
+
+
+ERROR_THEN_MORE = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            sender.send(pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUTPUT0", x)], error=pb_utils.TritonError("first one failed")))
+            sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x * 3)]))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+"""
+
+
+def test_a_decoupled_error_response_without_the_final_flag_lets_the_stream_go_on(tmp_path):
+    # QA's decoupled_execute_error: as in the python backend, the error is
+    # one response of the stream, and the model goes on sending.
+    repo = tmp_path / "repo"
+    _folder(repo, "error_then_more", {"model.py": ERROR_THEN_MORE},
+            IDENTITY_CONFIG + "model_transaction_policy { decoupled: true }\n")
+    server = start_server(model_repository=str(repo), python_backend="inprocess")
+    try:
+        responses = list(server.model("error_then_more").infer(
+            inputs={"INPUT0": np.ones(1, np.float32)}, raise_on_error=False))
+        assert "first one failed" in str(responses[0].error)
+        assert np.from_dlpack(responses[1].outputs["OUTPUT0"]).tolist() == [3.0]
+        assert responses[-1].final
+    finally:
+        stop_within(server)

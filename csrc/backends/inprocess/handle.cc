@@ -232,6 +232,13 @@ void RequestHandle::Fail(int code, const std::string& message) {
   FailIfOpen(static_cast<TRITONSERVER_Error_Code>(code), message);
 }
 
+void RequestHandle::SendError(int code, const std::string& message) {
+  py::gil_scoped_release unlocked;
+  std::lock_guard<std::mutex> lock(mutex_);
+  request_->NewResponse().SendError(static_cast<TRITONSERVER_Error_Code>(code), message,
+                                    /*final=*/false);
+}
+
 void RequestHandle::SetRescheduled(bool reschedule) {
   py::gil_scoped_release unlocked;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -316,6 +323,8 @@ void RegisterHandleTypes(py::module_& module) {
            "output_name; read by the next request of the sequence.")
       .def("fail", &RequestHandle::Fail, py::arg("code"), py::arg("message"),
            "End the request with an error (nothing if it already ended).")
+      .def("send_error", &RequestHandle::SendError, py::arg("code"), py::arg("message"),
+           "A non-final error response of a decoupled request; more may follow.")
       .def("finish", &RequestHandle::Finish,
            "The final flag of a decoupled request, without a response.")
       .def("is_cancelled", &RequestHandle::IsCancelled)

@@ -52,6 +52,8 @@ class RequestHandle {
   // sequence reads. Before the response is sent.
   void UpdateStates(py::handle states);
   void Fail(int code, const std::string& message);
+  // A non-final error response of a decoupled request (more may follow).
+  void SendError(int code, const std::string& message);
   // TRITONSERVER_REQUEST_RELEASE_RESCHEDULE when the backend is done with it.
   void SetRescheduled(bool reschedule);
   bool rescheduled();

@@ -137,7 +137,8 @@ class ResponseSender:
 
     def send(self, response: Any = None, final: bool = False) -> None:
         """Send a response (a dict of outputs, a ModelResponse, or an
-        exception, which ends the request with that error)."""
+        exception, which ends the request with that error). A ModelResponse
+        with an error ends it only with ``final``: more may follow."""
         if response is None:
             if final:
                 self._handle.finish()
@@ -161,7 +162,9 @@ def send(model: Any, handle: RequestHandle, response: Any, final: bool) -> None:
     if type(response) is dict:
         handle.send(convert_outputs(model, response), None, final)
     elif isinstance(response, ModelResponse):
-        if response.error is not None:
+        if response.error is not None and not final and model.decoupled:
+            handle.send_error(*error_parts(response.error))  # the stream goes on
+        elif response.error is not None:
             handle.fail(*error_parts(response.error))
         else:
             handle.send(convert_outputs(model, response.outputs), response.parameters, final)

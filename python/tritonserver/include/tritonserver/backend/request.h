@@ -149,6 +149,12 @@ class Response {
   // one; only a decoupled model may send non-final responses.
   inline void Send(bool final = true);
 
+  // Sends the response as an error (its outputs are dropped): a decoupled
+  // model's stream may go on after a non-final one, as Triton's python
+  // backend lets a model send an error response and then more.
+  inline void SendError(TRITONSERVER_Error_Code code, const std::string& message,
+                        bool final = true);
+
  private:
   friend class Request;
   Response(Request* request, TRITONBACKEND_Response* handle) : request_(request), handle_(handle) {}
@@ -549,6 +555,22 @@ inline void Response::Send(bool final) {
   Check(TRITONBACKEND_ResponseSend(response, final ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0,
                                    nullptr));
   if (final) request_->MarkFinished(false);
+}
+
+inline void Response::SendError(TRITONSERVER_Error_Code code, const std::string& message,
+                                bool final) {
+  RequireOpen();
+  request_->RequireOpen();
+  if (!final && !request_->model().decoupled()) {
+    throw Error::Internal("model '" + request_->model().name() +
+                          "' is not decoupled: its responses must be final");
+  }
+  detail::ErrorPtr error(TRITONSERVER_ErrorNew(code, message.c_str()));
+  TRITONBACKEND_Response* response = handle_;
+  handle_ = nullptr;  // the core owns it now, even if sending fails
+  Check(TRITONBACKEND_ResponseSend(response, final ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0,
+                                   error.get()));
+  if (final) request_->MarkFinished(true);
 }
 
 // The requests of one Execute call. Iterate it (`for (Request& r :
