@@ -225,3 +225,60 @@ def test_a_decoupled_error_response_without_the_final_flag_lets_the_stream_go_on
         assert responses[-1].final
     finally:
         stop_within(server)
+
+
+SELF_IMPORT = """
+import unittest
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+VALUE = {value}
+
+
+class SelfTest(unittest.TestCase):
+    def test_value(self):
+        import model
+
+        self.assertEqual(model.VALUE, {value})
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        import model
+
+        test = unittest.main("model", exit=False, argv=["model"])
+        value = np.array([model.VALUE, float(test.result.wasSuccessful())], np.float32)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", value)])
+                for _ in requests]
+"""
+
+
+def test_a_model_imports_itself_as_model_as_in_its_stub(tmp_path, monkeypatch):
+    """QA's models run their test cases with ``unittest.main("model")``:
+    each stub imported its file as ``model``. In-process ``import model``
+    gives, inside each model's hooks, that model's own file; elsewhere a
+    program's own ``model`` module on sys.path."""
+    repo = tmp_path / "repo"
+    for name, value in (("first", 1.0), ("second", 2.0)):
+        _folder(repo, name, {"model.py": SELF_IMPORT.format(value=value)})
+    own = tmp_path / "program"
+    own.mkdir()
+    (own / "model.py").write_text("OWNER = 'the program'\n")
+    monkeypatch.syspath_prepend(str(own))
+    server = start_server(model_repository=str(repo), python_backend="inprocess")
+    try:
+        for name, value in (("first", 1.0), ("second", 2.0)):
+            response = next(server.model(name).infer(inputs={"INPUT0": np.ones(1, np.float32)}))
+            assert np.from_dlpack(response.outputs["OUTPUT0"]).tolist() == [value, 1.0]
+        import model  # noqa: the program's own module, outside the models' hooks
+
+        assert model.OWNER == "the program"
+        with pytest.raises(AttributeError):
+            model.VALUE
+    finally:
+        stop_within(server)
+        import sys
+
+        if not hasattr(sys.modules.get("model"), "_target"):
+            sys.modules.pop("model", None)

@@ -31,6 +31,7 @@ CLASS_PARAMETER = "python_class"
 ENV_PARAMETER = "EXECUTION_ENV_PATH"
 
 _lock = threading.Lock()
+_import_lock = threading.RLock()
 _registry: dict[str, Any] = {}
 _keys = itertools.count(1)
 _modules = itertools.count(1)
@@ -145,15 +146,16 @@ def import_file(path: str, folder: str) -> Any:
     ``<version>.model``: the file may import the modules beside it
     relatively (``from . import helper``) or, with `folder` on sys.path
     while it runs, absolutely."""
-    from tritonserver._inprocess import pb_utils
+    from tritonserver._inprocess import _pb_alias, pb_utils
 
     # A python-backend model.py imports this name; ours answers it.
     sys.modules["triton_python_backend_utils"] = pb_utils
+    stem = os.path.splitext(os.path.basename(path))[0]
+    _pb_alias.install(stem)  # the model's hooks may `import model`
     package_name = f"_tritonserver_inprocess_model_{next(_modules)}"
     package = types.ModuleType(package_name)
     package.__path__ = [folder]
     package.__package__ = package_name
-    stem = os.path.splitext(os.path.basename(path))[0]
     module_name = f"{package_name}.{stem}" if stem.isidentifier() else f"{package_name}._model"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -161,19 +163,23 @@ def import_file(path: str, folder: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[package_name] = package
     sys.modules[module_name] = module
-    before = set(sys.modules)
-    sys.path.insert(0, folder)  # its own helper modules, while it loads
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        drop_module(module)
-        raise
-    finally:
+    # One file at a time: sys.path and sys.modules are the process's, and
+    # two models loading at once (each with its own `helper`) would
+    # otherwise find each other's helpers.
+    with _import_lock:
+        before = set(sys.modules)
+        sys.path.insert(0, folder)  # its own helper modules, while it loads
         try:
-            sys.path.remove(folder)
-        except ValueError:
-            pass
-        _forget_helpers(folder, set(sys.modules) - before)
+            spec.loader.exec_module(module)
+        except BaseException:
+            drop_module(module)
+            raise
+        finally:
+            try:
+                sys.path.remove(folder)
+            except ValueError:
+                pass
+            _forget_helpers(folder, set(sys.modules) - before)
     return module
 
 

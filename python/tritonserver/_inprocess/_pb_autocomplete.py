@@ -15,6 +15,7 @@ holds the same way: a PythonModel subclass wins over TritonPythonModel.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 from typing import Any, Callable, NoReturn, Optional
@@ -91,14 +92,16 @@ def complete(name: str, version: int, config: dict[str, Any], repository_path: s
     module = None
     try:
         model_dir = os.path.join(repository_path, str(version))
-        with running_for(ModelContext(name, model_dir, bls=False)):
+        context = ModelContext(name, model_dir, bls=False)
+        with running_for(context):
             try:
                 module = _loader.import_file(path, folder)
             except Exception as e:
                 fail(name, "loading its Python class", e)
-            cls = _hook_class(module)
-            if cls is None:
-                return None
+        cls = _hook_class(module)
+        if cls is None:
+            return None
+        with running_for(dataclasses.replace(context, module_name=module.__name__)):
             try:
                 returned = getattr(cls, HOOK)(pb_utils.ModelConfig(json.dumps(config)))
             except Exception as e:

@@ -37,7 +37,8 @@ class PbUtilsModel(PythonModel):
             filename = str(self.config.get("default_model_filename") or "model.py")
             folder = os.path.dirname(os.path.join(self.repository_path, str(self.version),
                                                   filename))
-            self._context = ModelContext(self.name, folder, self.server_address)
+            self._context = ModelContext(self.name, folder, self.server_address,
+                                         module_name=self._class.__module__)
         return self._context
 
     def _outside_execute(self) -> ModelContext:

@@ -22,14 +22,16 @@ from tritonserver._tensor import Tensor as _Tensor
 @dataclass(frozen=True)
 class ModelContext:
     """The model a hook runs for: its name, the folder of its model.py, the
-    address of the server that loaded it (0 while none is known), and
-    whether BLS may run (not in initialize, finalize or auto-complete, as
-    in the python backend)."""
+    address of the server that loaded it (0 while none is known), whether
+    BLS may run (not in initialize, finalize or auto-complete, as in the
+    python backend), and the name its model.py was imported under (what
+    ``import model`` gives inside its hooks, see _pb_alias)."""
 
     name: str
     model_dir: str
     server_address: int = 0
     bls: bool = True
+    module_name: str = ""
 
 
 _context: contextvars.ContextVar[Optional[ModelContext]] = contextvars.ContextVar(

@@ -1,0 +1,76 @@
+"""``import model`` from inside a python-backend model.
+
+Each stub process imports its model file under the file's own name
+(``model``), so a model may import itself: Triton's QA models run their
+test cases with ``unittest.main("model")``. In this process several models
+share the name, so their files are imported under names of their own
+(tritonserver._inprocess._loader.import_file) and ``sys.modules["model"]``
+is an alias: inside a model's hooks (the thread or asyncio task that runs
+them, see _pb_types.running_for) its attributes are those of that model's
+module; anywhere else they are those of a module of that name on sys.path,
+if there is one, so a program's own ``model`` module still imports.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import sys
+import threading
+import types
+from typing import Any, Optional
+
+from tritonserver._inprocess._pb_types import current_model
+
+_lock = threading.Lock()
+
+
+class _ModelAlias(types.ModuleType):
+    """The module ``import <stem>`` gives: the running model's own file."""
+
+    def __init__(self, name: str):
+        super().__init__(name, "The python model file of the model whose hook is running.")
+        self._outside: Optional[Any] = None
+
+    def _target(self) -> Optional[Any]:
+        context = current_model()
+        if context is not None and context.module_name:
+            module = sys.modules.get(context.module_name)
+            if module is not None and context.module_name.rpartition(".")[2] == self.__name__:
+                return module
+        return self._elsewhere()
+
+    def _elsewhere(self) -> Optional[Any]:
+        """The module of this name on sys.path, imported the first time it
+        is found there (outside any model's hooks)."""
+        with _lock:
+            if self._outside is None:
+                spec = importlib.machinery.PathFinder.find_spec(self.__name__)
+                if spec is not None and spec.loader is not None:
+                    module = importlib.util.module_from_spec(spec)
+                    spec.loader.exec_module(module)
+                    self._outside = module
+            return self._outside
+
+    def __getattr__(self, name: str) -> Any:
+        target = self._target()
+        if target is None:
+            raise AttributeError(
+                f"module {self.__name__!r} stands for the python model file of the model "
+                "whose hook runs on this thread, and none runs here")
+        return getattr(target, name)
+
+    def __dir__(self) -> list[str]:
+        target = self._target()
+        return dir(target) if target is not None else []
+
+
+def install(stem: str) -> None:
+    """Let the models' hooks ``import <stem>`` (their file's name): an alias
+    in sys.modules unless a module of that name is imported already (then
+    that one stays what the name imports)."""
+    if not stem.isidentifier():
+        return
+    with _lock:
+        if stem not in sys.modules:
+            sys.modules[stem] = _ModelAlias(stem)
