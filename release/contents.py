@@ -41,6 +41,8 @@ BUILT = _patterns(
     r"tritonserver/backends/(?P<name>[a-z_]+)/libtriton_(?P=name)\.so",
     # The python backend's slot for models run in-process (forwards to inprocess).
     r"tritonserver/backends/inprocess/python_inprocess/libtriton_python_inprocess\.so",
+    # The stub's library behind a 2026 python backend's checks.
+    r"tritonserver/backends/stub_guard/python_stub_guard/libtriton_python_stub_guard\.so",
     r"tritonserver/include/triton/triton(server|backend)\.h",
     r"tritonserver/share/cmake/tritonserver/tritonserverConfigVersion\.cmake",
     r"tritonserver/proto/descriptors\.pb",
@@ -58,6 +60,7 @@ WHEEL_REQUIRED = _patterns(
     r"tritonserver/_c/triton_bindings\.cpython-[^/]+\.so",
     *(rf"tritonserver/backends/{name}/libtriton_{name}\.so" for name in BACKENDS),
     r"tritonserver/backends/inprocess/python_inprocess/libtriton_python_inprocess\.so",
+    r"tritonserver/backends/stub_guard/python_stub_guard/libtriton_python_stub_guard\.so",
     r"tritonserver/include/tritonserver/backend\.h",
     r"tritonserver/include/triton/tritonbackend\.h",
     r"tritonserver/include/triton/tritonserver\.h",

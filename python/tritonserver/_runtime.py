@@ -8,7 +8,7 @@ import os
 import threading
 from typing import Any
 
-from tritonserver import _gpu
+from tritonserver import _gpu, _stub_names
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._control import python_stub
 from tritonserver._errors import InvalidArgumentError
@@ -65,7 +65,9 @@ def prepare_options(options: Any, core: Any, server_index: int) -> None:
     config = {name: dict(settings) for name, settings in options.backend_configuration.items()}
     # Python-backend stubs talk through shared memory regions named by this
     # prefix: unique per process and server, so two never collide.
-    config.setdefault("python", {}).setdefault(
+    prefix = config.setdefault("python", {}).setdefault(
         "shm-region-prefix-name", f"tritonserver_{os.getpid()}_{server_index}_")
+    # It is on each stub's command line (a shell's, in the 2.51 python backend).
+    _stub_names.check(str(prefix), _stub_names.SHM_REGION_NAME, prefix=True)
     options.backend_configuration = config
     python_stub.prepare(options, core)

@@ -599,6 +599,31 @@ def test_backend_directory_pip_core(tmp_path):
                             pkg / "inprocess" / "libtriton_inprocess.so")
 
 
+def test_backend_directory_puts_the_stub_library_behind_the_guard(tmp_path):
+    """With the package's stub guard, the stub's names are the guard and the
+    core's library is stub/libtriton_python.so, beside the core it needs;
+    the guard's folder is no backend of its own."""
+    core = inspect_path(str(make_pip_base(tmp_path / "b")), "pip")
+    pkg = _own_backends(tmp_path)
+    _touch(pkg / "stub_guard" / "python_stub_guard" / "libtriton_python_stub_guard.so", b"guard")
+    d = Path(backend_directory(core, str(pkg)))
+    assert sorted(p.name for p in d.iterdir()) == ["mine", "other", "python"]
+    py = d / "python"
+    assert (py / "libtriton_python.so").read_bytes() == b"guard"
+    assert os.path.samefile(py / "libtriton_python.so", py / "libtriton_python_stub.so")
+    stub_lib = os.path.join(core.python_backend_dir, "libtriton_python.so")
+    assert filecmp.cmp(py / "stub" / "libtriton_python.so", stub_lib, shallow=False)
+    assert not (py / "stub" / "libtriton_python.so").is_symlink()
+    assert os.readlink(py / "stub" / "libtritonserver.so") == core.library
+    # In-process by default: the guard keeps the stub's runtime name.
+    _touch(pkg / "inprocess" / "libtriton_inprocess.so")
+    forwarder = pkg / "inprocess" / "python_inprocess" / "libtriton_python_inprocess.so"
+    _touch(forwarder, b"forwards to inprocess")
+    d2 = Path(backend_directory(core, str(pkg), python_in_process=True))
+    assert (d2 / "python" / "libtriton_python_stub.so").read_bytes() == b"guard"
+    assert filecmp.cmp(d2 / "python" / "stub" / "libtriton_python.so", stub_lib, shallow=False)
+
+
 def test_backend_directory_container_core_does_not_shadow_ours(tmp_path):
     root = make_container(tmp_path / "tritonserver")
     core = inspect_path(str(root), "container")

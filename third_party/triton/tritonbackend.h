@@ -47,6 +47,7 @@ struct TRITONBACKEND_ResponseFactory;
 struct TRITONBACKEND_State;
 
 typedef struct TRITONBACKEND_Backend TRITONBACKEND_Backend;
+typedef struct TRITONBACKEND_BackendAttribute TRITONBACKEND_BackendAttribute;
 typedef struct TRITONBACKEND_Input TRITONBACKEND_Input;
 typedef struct TRITONBACKEND_MemoryManager TRITONBACKEND_MemoryManager;
 typedef struct TRITONBACKEND_Model TRITONBACKEND_Model;
@@ -405,6 +406,11 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
     TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request** requests,
     const uint32_t request_count);
+// Optional: when the core loads the backend, the attributes it sets (its
+// preferred instance kinds, ...) on 'backend_attributes'.
+TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_GetBackendAttribute(
+    TRITONBACKEND_Backend* backend,
+    TRITONBACKEND_BackendAttribute* backend_attributes);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -15,89 +15,38 @@
 // library itself would be a second, separate library in the process.
 // Through this one there is only ever one: its sibling inprocess/ folder
 // links to the package's.
-#include <dlfcn.h>
-#include <limits.h>
-#include <stdlib.h>
-
 #include <string>
 
-#include "triton/tritonbackend.h"
+#include "library.h"
 #include "tritonserver/backend/marker.h"
 
 namespace {
 
+namespace fw = tritonserver_forward;
+
 // The inprocess library's entry points, resolved once (the library is kept
-// loaded: the core may call in until the process exits). `failure` says why
-// one is missing.
-struct Entries {
-  decltype(&TRITONBACKEND_Initialize) initialize = nullptr;
-  decltype(&TRITONBACKEND_Finalize) finalize = nullptr;
-  decltype(&TRITONBACKEND_ModelInitialize) model_initialize = nullptr;
-  decltype(&TRITONBACKEND_ModelFinalize) model_finalize = nullptr;
-  decltype(&TRITONBACKEND_ModelInstanceInitialize) instance_initialize = nullptr;
-  decltype(&TRITONBACKEND_ModelInstanceFinalize) instance_finalize = nullptr;
-  decltype(&TRITONBACKEND_ModelInstanceExecute) instance_execute = nullptr;
-  std::string failure;
-};
-
-std::string InprocessPath() {
-  Dl_info info{};
-  char real[PATH_MAX];
-  if (dladdr(reinterpret_cast<void*>(&InprocessPath), &info) == 0 || info.dli_fname == nullptr ||
-      realpath(info.dli_fname, real) == nullptr) {
-    return "";
-  }
-  std::string path(real);
-  path = path.substr(0, path.rfind('/'));  // .../backends/<this backend>
-  return path.substr(0, path.rfind('/')) + "/inprocess/libtriton_inprocess.so";
-}
-
-template <typename Fn>
-void Resolve(void* library, const char* name, Fn* entry, std::string* failure) {
-  *entry = reinterpret_cast<Fn>(dlsym(library, name));
-  if (*entry == nullptr && failure->empty()) {
-    *failure = std::string("the inprocess backend has no ") + name;
-  }
-}
-
-const Entries& Inprocess() {
-  static const Entries entries = [] {
-    Entries e;
-    const std::string path = InprocessPath();
-    if (path.empty()) {
+// loaded: the core may call in until the process exits).
+const fw::Entries& Inprocess() {
+  static const fw::Entries entries = [] {
+    std::string folder = fw::FolderOf(reinterpret_cast<const void*>(&Inprocess));
+    if (folder.empty()) {
+      fw::Entries e;
       e.failure =
           "the " TRITONSERVER_FRAMEWORK_BACKEND " backend could not find its own library file";
       return e;
     }
-    void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (library == nullptr) {
-      const char* why = dlerror();
-      e.failure = "the " TRITONSERVER_FRAMEWORK_BACKEND
-                  " backend runs on the inprocess backend, which could not be "
-                  "loaded from " +
-                  path + ": " + (why != nullptr ? why : "unknown error");
-      return e;
-    }
-    Resolve(library, "TRITONBACKEND_Initialize", &e.initialize, &e.failure);
-    Resolve(library, "TRITONBACKEND_Finalize", &e.finalize, &e.failure);
-    Resolve(library, "TRITONBACKEND_ModelInitialize", &e.model_initialize, &e.failure);
-    Resolve(library, "TRITONBACKEND_ModelFinalize", &e.model_finalize, &e.failure);
-    Resolve(library, "TRITONBACKEND_ModelInstanceInitialize", &e.instance_initialize, &e.failure);
-    Resolve(library, "TRITONBACKEND_ModelInstanceFinalize", &e.instance_finalize, &e.failure);
-    Resolve(library, "TRITONBACKEND_ModelInstanceExecute", &e.instance_execute, &e.failure);
-    return e;
+    folder = folder.substr(0, folder.rfind('/'));  // .../backends/<this backend> -> .../backends
+    return fw::Open(folder + "/inprocess/libtriton_inprocess.so",
+                    "the " TRITONSERVER_FRAMEWORK_BACKEND
+                    " backend runs on the inprocess backend, which",
+                    RTLD_NODELETE);
   }();
   return entries;
 }
 
 template <typename Fn, typename... Args>
-TRITONSERVER_Error* Forward(Fn Entries::* entry, Args... args) {
-  const Entries& entries = Inprocess();
-  Fn fn = entries.*entry;
-  if (fn == nullptr) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, entries.failure.c_str());
-  }
-  return fn(args...);
+TRITONSERVER_Error* Forward(Fn fw::Entries::* entry, Args... args) {
+  return fw::Call(Inprocess(), entry, args...);
 }
 
 }  // namespace
@@ -108,29 +57,29 @@ TRITONSERVER_BACKEND_SDK_MARKER();
 extern "C" {
 
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend) {
-  return Forward(&Entries::initialize, backend);
+  return Forward(&fw::Entries::initialize, backend);
 }
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_Finalize(TRITONBACKEND_Backend* backend) {
-  return Forward(&Entries::finalize, backend);
+  return Forward(&fw::Entries::finalize, backend);
 }
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
-  return Forward(&Entries::model_initialize, model);
+  return Forward(&fw::Entries::model_initialize, model);
 }
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model* model) {
-  return Forward(&Entries::model_finalize, model);
+  return Forward(&fw::Entries::model_finalize, model);
 }
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(
     TRITONBACKEND_ModelInstance* instance) {
-  return Forward(&Entries::instance_initialize, instance);
+  return Forward(&fw::Entries::instance_initialize, instance);
 }
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(
     TRITONBACKEND_ModelInstance* instance) {
-  return Forward(&Entries::instance_finalize, instance);
+  return Forward(&fw::Entries::instance_finalize, instance);
 }
 TRITONBACKEND_ISPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
     TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request** requests,
     const uint32_t request_count) {
-  return Forward(&Entries::instance_execute, instance, requests, request_count);
+  return Forward(&fw::Entries::instance_execute, instance, requests, request_count);
 }
 
 }  // extern "C"

@@ -12,7 +12,10 @@ The core is given one ``--backend-directory``; ours is a temporary folder with:
 * ``python/`` with the python backend's libraries (the files themselves:
   hard links, else copies), the core's as
   ``libtriton_python_stub.so`` (with ``triton_python_backend_utils.py`` and
-  the stub for the running Python), the package's in-process one as
+  the stub for the running Python; when the package has its stub guard,
+  that name is the guard, which checks what a 2026 python backend checks
+  and opens the core's library as ``stub/libtriton_python.so``), the
+  package's in-process one as
   ``libtriton_python_inprocess.so``, and ``libtriton_python.so``, the one
   of the two that runs ``backend: "python"`` models by default
   (``Options.python_backend``); a model's ``runtime`` picks the other;
@@ -64,6 +67,8 @@ from .locate import PYTHON_BACKEND_LIB, PYTHON_BACKEND_UTILS, STUB_NAME, CoreIns
 # ``runtime`` gives to choose one.
 STUB_RUNTIME = "libtriton_python_stub.so"
 INPROCESS_RUNTIME = "libtriton_python_inprocess.so"
+# The package's guard in front of the stub's library, in its backends folder.
+GUARD_LIBRARY = ("stub_guard", "python_stub_guard", "libtriton_python_stub_guard.so")
 
 PREFIX = "tritonserver-backends-"
 # PREFIX, the owner's pid, "-", mkdtemp's random part. Folders of older
@@ -241,12 +246,20 @@ def _populate(tmp: str, core: CoreInstall, package_backends_dir: Optional[str],
         utils = os.path.join(pb, PYTHON_BACKEND_UTILS)
         if os.path.isfile(lib) and os.path.isfile(utils) and os.path.isfile(core.stub_path):
             stub_lib = lib
+    # The stub's library behind the package's guard (the checks of a 2026
+    # python backend, csrc/backends/stub_guard), which opens it as
+    # stub/libtriton_python.so beside itself.
+    guard_lib: Optional[str] = os.path.join(package_backends_dir or "", *GUARD_LIBRARY)
+    if stub_lib is None or not os.path.isfile(cast(str, guard_lib)):
+        guard_lib = None
     # The in-process slot forwards to inprocess/ of this folder: only with it.
     inprocess_lib: Optional[str] = os.path.join(
         package_backends_dir or "", "inprocess", "python_inprocess", INPROCESS_RUNTIME)
     if "inprocess" not in made or not os.path.isfile(cast(str, inprocess_lib)):
         inprocess_lib = None
-    default_lib, other = (inprocess_lib, stub_lib) if python_in_process else (stub_lib, inprocess_lib)
+    stub_slot = guard_lib or stub_lib
+    default_lib, other = ((inprocess_lib, stub_slot) if python_in_process
+                          else (stub_slot, inprocess_lib))
     if default_lib is not None:
         dst_dir = os.path.join(tmp, "python")
         os.mkdir(dst_dir)
@@ -258,6 +271,10 @@ def _populate(tmp: str, core: CoreInstall, package_backends_dir: Optional[str],
         if other is not None:
             _place(other, os.path.join(dst_dir, STUB_RUNTIME if python_in_process
                                        else INPROCESS_RUNTIME))
+        if guard_lib is not None:
+            os.mkdir(os.path.join(dst_dir, "stub"))
+            _place(cast(str, stub_lib), os.path.join(dst_dir, "stub", PYTHON_BACKEND_LIB))
+            _link(core.library, os.path.join(dst_dir, "stub", "libtritonserver.so"))
         if stub_lib is not None:
             _link(os.path.join(os.path.dirname(stub_lib), PYTHON_BACKEND_UTILS),
                   os.path.join(dst_dir, PYTHON_BACKEND_UTILS))

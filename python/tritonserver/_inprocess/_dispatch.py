@@ -21,6 +21,7 @@ from tritonserver._errors import (
     release_frames,
     summary,
 )
+from tritonserver import _stub_names
 from tritonserver._inprocess import _async, _loader, _pb_autocomplete, _server_log
 from tritonserver._inprocess._model import ModelInstance, PythonModel
 from tritonserver._inprocess._request import ModelRequest, send
@@ -53,10 +54,13 @@ def failure(model_name: str, hook: str, error: BaseException) -> tuple[int, str]
 class LoadedModel:
     """One load of a model: its object and what the hot path needs."""
 
-    __slots__ = ("name", "version", "config", "decoupled", "outputs", "model", "execute_fn")
+    __slots__ = ("name", "version", "config", "decoupled", "outputs", "model", "execute_fn",
+                 "python_backend")
 
-    def __init__(self, name: str, version: int, config: dict[str, Any], model: PythonModel):
+    def __init__(self, name: str, version: int, config: dict[str, Any], model: PythonModel,
+                 python_backend: bool = False):
         self.name = name
+        self.python_backend = python_backend  # the python backend's model (its checks)
         self.version = version
         self.config = config
         self.decoupled = bool(config.get("model_transaction_policy", {}).get("decoupled"))
@@ -97,6 +101,9 @@ def complete_config(name: str, version: int, config_json: str, repository_path: 
     except Exception as e:
         _raise(name, "finding its backend", e)
     if backend is None:
+        if place[0] != "inprocess":
+            # The python backend names its auto-complete stub after the model.
+            _stub_names.check(name)
         completed = _pb_autocomplete.complete(name, version, config, repository_path,
                                               _backend_file(config, place), _raise)
         return None if completed is None or completed == config else json.dumps(completed)
@@ -133,7 +140,7 @@ def load_model(name: str, version: int, config_json: str, repository_path: str,
         model.initialize()
     except Exception as e:
         _raise(name, "initialize", e)
-    return LoadedModel(name, version, config, model)
+    return LoadedModel(name, version, config, model, python_backend=place[0] != "inprocess")
 
 
 def finalize_model(loaded: LoadedModel) -> None:
@@ -144,6 +151,8 @@ def finalize_model(loaded: LoadedModel) -> None:
 
 
 def initialize_instance(loaded: LoadedModel, name: str, kind: str, device_id: int) -> ModelInstance:
+    if loaded.python_backend:
+        _stub_names.check(name)  # the python backend names each stub after its instance
     instance = ModelInstance(name, kind, device_id)
     try:
         loaded.model.initialize_instance(instance)
