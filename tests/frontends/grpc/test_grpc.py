@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import queue
+import time
 
 import grpc
 import numpy as np
@@ -515,3 +516,79 @@ def test_a_stream_answers_in_order_what_it_sends_in_a_burst(endpoints):
         for seq, values in sequences.items():
             assert [k for k, _ in got[seq]] == list(range(len(values))), (attempt, seq, got[seq])
             assert [total for _, total in got[seq]] == np.cumsum(values).tolist(), (attempt, seq)
+
+
+def test_a_cancelled_stream_cancels_its_running_requests(endpoints):
+    """tritonclient's stop_stream(cancel_requests=True), as
+    qa/L0_backend_python/decoupled's test_decoupled_execute_cancel does it:
+    the request running on the stream is cancelled in the core (the model
+    sees it and stops), not left to run to its end. A stream the client only
+    stops writing to keeps its requests (stop_stream() waits for them)."""
+    def failures() -> int:
+        stats = endpoints.server.model("sleep_us").statistics()["model_stats"][0]
+        return stats["inference_stats"]["fail"]["count"]
+
+    before = failures()
+    got: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(endpoints.grpc_url)
+    try:
+        client.start_stream(callback=lambda result, error: got.put((result, error)))
+        delay = grpcclient.InferInput("DELAY_US", [1], "INT64")
+        delay.set_data_from_numpy(np.array([120_000_000], np.int64))  # two minutes
+        client.async_stream_infer("sleep_us", [delay])
+        time.sleep(1.0)  # it reached the model
+    finally:
+        client.stop_stream(cancel_requests=True)
+        client.close()
+    support.wait_until(lambda: failures() > before, timeout=30,
+                       what="the stream's request to be cancelled in the core")
+    # Finished: a short request is answered by the same model at once.
+    delay = grpcclient.InferInput("DELAY_US", [1], "INT64")
+    delay.set_data_from_numpy(np.array([1000], np.int64))
+    with grpcclient.InferenceServerClient(endpoints.grpc_url) as c:
+        assert c.infer("sleep_us", [delay]).as_numpy("WAITED_US")[0] >= 1000
+
+
+def _late_request(client, delay_us: int, timeout_us: int = 0) -> None:
+    delay = grpcclient.InferInput("DELAY_US", [1], "INT64")
+    delay.set_data_from_numpy(np.array([delay_us], np.int64))
+    client.async_stream_infer("sleep_us", [delay], timeout=timeout_us or None)
+
+
+def test_triton_grpc_error_mode_ends_the_stream_with_the_errors_status(endpoints):
+    """Triton's triton_grpc_error stream header (qa/L0_backend_python
+    lifecycle): the first error response ends the stream with the core's
+    code as the gRPC status; without it the error is a message and the
+    stream goes on."""
+    for header in (True, False):
+        got: queue.Queue = queue.Queue()
+        client = grpcclient.InferenceServerClient(endpoints.grpc_url)
+        try:
+            client.start_stream(callback=lambda result, error: got.put((result, error)),
+                                headers={"triton_grpc_error": "true"} if header else None)
+            _late_request(client, 1000)
+            result, error = got.get(timeout=TIMEOUT)
+            assert error is None and result.as_numpy("WAITED_US")[0] >= 1000
+            # Its timeout passes in the queue behind a long one: UNAVAILABLE
+            # from the core.
+            _late_request(client, 3_000_000)
+            _late_request(client, 3_000_000)
+            _late_request(client, 3_000_000, timeout_us=100_000)
+            errors = []
+            while len(errors) < 1:
+                result, error = got.get(timeout=TIMEOUT)
+                if error is not None:
+                    errors.append(error)
+            if header:
+                assert status_of(errors[0]) == "StatusCode.UNAVAILABLE", errors[0]
+                assert "timed out" in str(errors[0])
+            else:
+                assert errors[0].status() is None  # a message on the stream
+                _late_request(client, 1000)  # the stream goes on
+                while True:
+                    result, error = got.get(timeout=TIMEOUT)
+                    if error is None and result.as_numpy("WAITED_US")[0] < 1_000_000:
+                        break
+        finally:
+            client.stop_stream(cancel_requests=True)
+            client.close()

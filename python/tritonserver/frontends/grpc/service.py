@@ -338,9 +338,15 @@ class _Service:
 
             context.set_compression(grpc.Compression.Gzip)
         stream = InferStream(self.server, self.state, self.m, self.inflight, self.client_shm)
+        context.add_callback(stream.cancel)  # when the call ends, cancelled or not
+        metadata = tuple(context.invocation_metadata() or ())
         if self.forward is not None:  # the stream's metadata, for each of its requests
             stream.forward = self.forward
-            stream.headers = tuple(context.invocation_metadata() or ())
+            stream.headers = metadata
+        if (GRPC_ERROR_KEY, "true") in metadata:
+            # Triton's triton_grpc_error mode: the first error response ends
+            # the stream with its status (the core's code as gRPC's).
+            stream.end_on_error = lambda error: self._abort(context, error)
         return stream.responses(requests)
 
     # ---- gRPC health ----
@@ -449,6 +455,10 @@ def _from_dict(values: dict[str, Any], message: Any) -> Any:
     from google.protobuf import json_format  # type: ignore[import-untyped, unused-ignore]
 
     return json_format.ParseDict(values, message, ignore_unknown_fields=True)
+
+
+# The stream metadata that turns Triton's triton_grpc_error mode on (value "true").
+GRPC_ERROR_KEY = "triton_grpc_error"
 
 
 def _is_abort(error: BaseException) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import collections
 import queue
 import threading
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 from tritonserver import Server
 from tritonserver.frontends.dataplane import state as c
@@ -51,6 +51,9 @@ class InferStream:
 
     forward: Any = None
     headers: tuple[tuple[str, Any], ...] = ()
+    # Triton's triton_grpc_error mode: called with the first error a
+    # response carries, it ends the call with that error's status (raises).
+    end_on_error: Optional[Callable[[BaseException], None]] = None
 
     def __init__(self, server: Server, state: c.ServerState, messages: Messages,
                  inflight: Any, client_shm: bool = False):
@@ -78,6 +81,9 @@ class InferStream:
                     yield item  # a request that failed before the core had it
                     continue
                 sent, response = item, item.responses.popleft()
+                if response.error is not None and self.end_on_error is not None:
+                    release_shared_memory(sent.call)
+                    self.end_on_error(response.error)  # raises; the finally cancels the rest
                 if response.final:
                     with self.lock:
                         iterator = self.running.pop(sent.number, None)
@@ -92,8 +98,21 @@ class InferStream:
                 left = list(self.running.values())
                 self.running.clear()
             for iterator in left:
-                iterator.cancel()
-                self.inflight.discard(iterator)
+                if iterator is not None:
+                    iterator.cancel()
+                    self.inflight.discard(iterator)
+
+    def cancel(self) -> None:
+        """The stream ended (the gRPC call's termination callback): the
+        client cancelled it (tritonclient's stop_stream(cancel_requests=True))
+        or went away. Its running requests are cancelled, as Triton cancels
+        them, so a model that watches for it stops; their final responses
+        then end the stream. (A client that only stops writing keeps them
+        running until they answer.)"""
+        with self.lock:
+            running = [i for i in self.running.values() if i is not None]
+        for iterator in running:
+            iterator.cancel()
 
     def _read(self, requests: Iterator[bytes]) -> None:
         try:
