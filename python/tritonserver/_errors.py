@@ -100,14 +100,35 @@ def code_of(error: Optional[BaseException]) -> int:
 def summary(error: BaseException, limit: int = SUMMARY_FRAMES) -> str:
     """``Type: message`` and the last frames of the traceback outside this
     package, one line each. Releases the frames (release_frames)."""
-    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-    tb = error.__traceback__
-    if tb is not None:
-        frames = [f for f in traceback.extract_tb(tb)
-                  if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR)][-limit:]
-        text += "".join(f"\n  at {f.filename}:{f.lineno} in {f.name}" for f in frames)
+    text = _headline(error) + "".join(f"\n  at {f.filename}:{f.lineno} in {f.name}"
+                                      for f in _user_frames(error, limit))
     release_frames(error)
     return text
+
+
+def python_backend_summary(error: BaseException, limit: int = SUMMARY_FRAMES) -> str:
+    """`error` as the python backend's stub words it: ``Type: message``, a
+    blank line, ``At:`` and the frames outside this package, the innermost
+    first (``  file(line): function``). Releases the frames."""
+    frames = _user_frames(error, limit)
+    text = _headline(error)
+    if frames:
+        text += "\n\nAt:\n" + "".join(f"  {f.filename}({f.lineno}): {f.name}\n"
+                                     for f in reversed(frames))
+    release_frames(error)
+    return text
+
+
+def _headline(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _user_frames(error: BaseException, limit: int) -> list[traceback.FrameSummary]:
+    tb = error.__traceback__
+    if tb is None:
+        return []
+    return [f for f in traceback.extract_tb(tb)
+            if not os.path.abspath(f.filename).startswith(_PACKAGE_DIR)][-limit:]
 
 
 def release_frames(error: BaseException) -> None:

@@ -7,6 +7,7 @@ text), and BF16 tensors through DLPack (numpy has no BF16). Real core,
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import numpy as np
@@ -282,3 +283,32 @@ def test_a_model_imports_itself_as_model_as_in_its_stub(tmp_path, monkeypatch):
 
         if not hasattr(sys.modules.get("model"), "_target"):
             sys.modules.pop("model", None)
+
+
+FAILING = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return lorem_ipsum
+"""
+
+
+def test_an_execute_error_is_worded_as_the_python_backend_words_it(tmp_path):
+    """qa/L0_backend_python lifecycle test_infer_pymodel_error reads the
+    start of the stub's text."""
+    repo = tmp_path / "repo"
+    _folder(repo, "wrong_model", {"model.py": FAILING})
+    server = start_server(model_repository=str(repo), python_backend="inprocess")
+    try:
+        with pytest.raises(tritonserver.TritonError) as caught:
+            list(server.model("wrong_model").infer(inputs={"INPUT0": np.ones(1, np.float32)}))
+        path = repo / "wrong_model" / "1" / "model.py"
+        # The instance's name, as the core gives it.
+        assert re.match(
+            r"Failed to process the request\(s\) for model 'wrong_model_0(_0)?', message: "
+            r"NameError: name 'lorem_ipsum' is not defined\n\nAt:\n"
+            + re.escape(f"  {path}(7): execute\n") + "$", str(caught.value)), str(caught.value)
+    finally:
+        stop_within(server)

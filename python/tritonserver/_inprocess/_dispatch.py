@@ -18,6 +18,7 @@ from tritonserver._errors import (
     TritonError,
     code_of,
     error_from_code,
+    python_backend_summary,
     release_frames,
     summary,
 )
@@ -49,6 +50,18 @@ def failure(model_name: str, hook: str, error: BaseException) -> tuple[int, str]
         release_frames(error)
         return code_of(error), f"model '{model_name}': {hook}: {error}"
     return code_of(error), f"model '{model_name}': {hook} raised {summary(error)}"
+
+
+def execute_failure(loaded: "LoadedModel", instance: ModelInstance,
+                    error: BaseException) -> tuple[int, str]:
+    """(code, message) for an exception its execute raised: a python-backend
+    model's in the python backend's words, which clients and Triton's
+    tests read ("Failed to process the request(s) for model '<instance>',
+    message: ...")."""
+    if not loaded.python_backend:
+        return failure(loaded.name, "execute", error)
+    return code_of(error), (f"Failed to process the request(s) for model '{instance.name}', "
+                            f"message: {python_backend_summary(error)}")
 
 
 class LoadedModel:
@@ -179,7 +192,7 @@ def execute(loaded: LoadedModel, instance: ModelInstance, handles: list[RequestH
     try:
         responses = loaded.execute_fn(requests)
     except Exception as e:
-        code, message = failure(loaded.name, "execute", e)
+        code, message = execute_failure(loaded, instance, e)
         del e, requests
         _fail_open(handles, code, message)
         return
@@ -188,16 +201,16 @@ def execute(loaded: LoadedModel, instance: ModelInstance, handles: list[RequestH
         for handle in handles:
             handle.defer()
         _async.run(instance, responses,
-                   lambda result, error: answer(loaded, handles, result, error))
+                   lambda result, error: answer(loaded, instance, handles, result, error))
         return
-    answer(loaded, handles, responses, None)
+    answer(loaded, instance, handles, responses, None)
 
 
-def answer(loaded: LoadedModel, handles: list[RequestHandle], responses: Any,
-           error: Optional[BaseException]) -> None:
+def answer(loaded: LoadedModel, instance: ModelInstance, handles: list[RequestHandle],
+           responses: Any, error: Optional[BaseException]) -> None:
     """Answers a batch with what its execute returned (or raised)."""
     if error is not None:
-        code, message = failure(loaded.name, "execute", error)
+        code, message = execute_failure(loaded, instance, error)
         del error
         _fail_open(handles, code, message)
         return

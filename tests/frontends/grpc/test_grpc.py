@@ -592,3 +592,26 @@ def test_triton_grpc_error_mode_ends_the_stream_with_the_errors_status(endpoints
         finally:
             client.stop_stream(cancel_requests=True)
             client.close()
+
+
+def test_a_cancelled_unary_call_cancels_its_request(endpoints):
+    """tritonclient's async_infer(...).cancel(), as qa/L0_backend_python
+    lifecycle's test_execute_cancel: the request is cancelled in the core,
+    and the client hears CANCELLED."""
+    def failures() -> int:
+        stats = endpoints.server.model("sleep_us").statistics()["model_stats"][0]
+        return stats["inference_stats"]["fail"]["count"]
+
+    before = failures()
+    got: queue.Queue = queue.Queue()
+    delay = grpcclient.InferInput("DELAY_US", [1], "INT64")
+    delay.set_data_from_numpy(np.array([120_000_000], np.int64))
+    with grpcclient.InferenceServerClient(endpoints.grpc_url) as client:
+        future = client.async_infer("sleep_us", [delay],
+                                    lambda result, error: got.put((result, error)))
+        time.sleep(1.0)  # it reached the model
+        future.cancel()
+        result, error = got.get(timeout=TIMEOUT)
+        assert result is None and status_of(error) == "StatusCode.CANCELLED"
+    support.wait_until(lambda: failures() > before, timeout=30,
+                       what="the call's request to be cancelled in the core")

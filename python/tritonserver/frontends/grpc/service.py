@@ -308,6 +308,9 @@ class _Service:
         iterator = send_request(call, self.server, entry, asynchronous=False,
                                 client_shm=self.client_shm)
         self.inflight.add(iterator)
+        # A call the client cancels (or leaves) cancels its request in the
+        # core, as Triton's frontend does; after an answer it does nothing.
+        context.add_callback(iterator.cancel)
         try:
             with AnswerOnce(call, iterator, "ModelStreamInfer") as once:
                 for r in iterator:
