@@ -248,7 +248,7 @@ class TritonPythonModel:
     def execute(self, requests):
         import model
 
-        test = unittest.main("model", exit=False, argv=["model"])
+        test = unittest.main("model", exit=False)  # parses sys.argv, as QA models do
         value = np.array([model.VALUE, float(test.result.wasSuccessful())], np.float32)
         return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", value)])
                 for _ in requests]
@@ -310,5 +310,93 @@ def test_an_execute_error_is_worded_as_the_python_backend_words_it(tmp_path):
             r"Failed to process the request\(s\) for model 'wrong_model_0(_0)?', message: "
             r"NameError: name 'lorem_ipsum' is not defined\n\nAt:\n"
             + re.escape(f"  {path}(7): execute\n") + "$", str(caught.value)), str(caught.value)
+    finally:
+        stop_within(server)
+
+
+SENDER = """
+import threading
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            mode = int(pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()[0])
+            sender = request.get_response_sender()
+            assert sender is request.get_response_sender()
+            response = pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUTPUT0", np.array([mode], np.float32))])
+            if mode == 0:  # one response before execute returns, then the final flag
+                sender.send(response)
+                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            elif mode == 1:  # after it returned, from a thread
+                def later(sender=sender, response=response):
+                    time.sleep(0.2)
+                    sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                threading.Thread(target=later, daemon=True).start()
+            elif mode == 2:  # two: the second is refused, the first stands
+                sender.send(response)
+                try:
+                    sender.send(response)
+                except pb_utils.TritonModelException as e:
+                    assert "cannot send more than one response" in str(e), e
+                else:
+                    raise AssertionError("a second response was taken")
+            elif mode == 3:  # the final flag first: the batch fails with that text
+                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            out.append(None)
+        return out
+"""
+
+
+def test_a_model_that_is_not_decoupled_answers_through_its_response_sender(tmp_path):
+    """The python backend's response sender on a model that is not
+    decoupled (qa/L0_backend_python response_sender): exactly one response,
+    sent during execute or after it returned; its rules' texts."""
+    repo = tmp_path / "repo"
+    _folder(repo, "sender", {"model.py": SENDER})
+    server = start_server(model_repository=str(repo), python_backend="inprocess")
+    try:
+        model = server.model("sender")
+        for mode in (0, 1, 2):
+            responses = list(model.infer(inputs={"INPUT0": np.array([mode], np.float32)}))
+            assert len(responses) == 1
+            assert np.from_dlpack(responses[0].outputs["OUTPUT0"]).tolist() == [mode]
+        with pytest.raises(tritonserver.TritonError,
+                           match="Non-decoupled model cannot send complete final before "
+                                 "sending a response"):
+            list(model.infer(inputs={"INPUT0": np.array([3], np.float32)}))
+        assert model.ready()
+    finally:
+        stop_within(server)
+
+
+DECOUPLED_RETURNS = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", np.ones(1, np.float32))])
+                for _ in requests]
+"""
+
+
+def test_a_decoupled_model_that_returns_responses_fails_as_in_the_python_backend(tmp_path):
+    repo = tmp_path / "repo"
+    _folder(repo, "returns", {"model.py": DECOUPLED_RETURNS},
+            IDENTITY_CONFIG + "model_transaction_policy { decoupled: true }\n")
+    server = start_server(model_repository=str(repo), python_backend="inprocess")
+    try:
+        with pytest.raises(tritonserver.TritonError,
+                           match="is using the decoupled mode and the execute function must "
+                                 "return None"):
+            list(server.model("returns").infer(inputs={"INPUT0": np.ones(1, np.float32)}))
     finally:
         stop_within(server)

@@ -333,6 +333,9 @@ void RegisterHandleTypes(py::module_& module) {
            "with it.")
       .def("defer", &RequestHandle::Defer,
            "Python answers the request after execute returned (keep the handle).")
+      .def("hold", &RequestHandle::Hold,
+           "A response sender answers the request, maybe after execute returned (a model "
+           "that is not decoupled may use one).")
       .def("inputs", &Inputs, "The inputs, as a tuple of Input.")
       .def("id", &RequestHandle::Id)
       .def("correlation_id", &RequestHandle::CorrelationId)
@@ -341,7 +344,8 @@ void RegisterHandleTypes(py::module_& module) {
       .def("requested_outputs", &RequestHandle::RequestedOutputs)
       .def("parameters", &RequestHandle::Parameters)
       .def_property_readonly("finished", &RequestHandle::finished)
-      .def_property_readonly("rescheduled", &RequestHandle::rescheduled);
+      .def_property_readonly("rescheduled", &RequestHandle::rescheduled)
+      .def_property_readonly("held", &RequestHandle::held);
   py::class_<Input>(module, "Input", py::buffer_protocol(), py::module_local(),
                     "An input tensor of a request; its data (read only) "
                     "through the buffer protocol.")

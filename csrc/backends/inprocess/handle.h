@@ -63,6 +63,11 @@ class RequestHandle {
   // Python answers it later, after Execute returned (an async execute).
   void Defer() { deferred_ = true; }
   bool deferred() const { return deferred_; }
+  // A response sender holds it (a model that is not decoupled may answer
+  // through one, the python backend's way): deferred, and not failed when
+  // execute returns no response for it.
+  void Hold() { deferred_ = held_ = true; }
+  bool held() const { return held_; }
   std::string Id();
   py::object CorrelationId();
   uint32_t Flags();
@@ -75,6 +80,7 @@ class RequestHandle {
   std::unique_ptr<tb::Request> owned_;  // set once kept past Execute
   std::mutex mutex_;
   bool deferred_ = false;  // set and read with the GIL
+  bool held_ = false;      // likewise
 };
 
 // Adds RequestHandle and Input to `module`.

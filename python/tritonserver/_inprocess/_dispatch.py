@@ -236,7 +236,7 @@ def answer(loaded: LoadedModel, instance: ModelInstance, handles: list[RequestHa
         if handle.finished:
             continue  # a decoupled request its sender already finished
         if response is None:
-            if not loaded.decoupled and not handle.rescheduled:
+            if not loaded.decoupled and not handle.rescheduled and not handle.held:
                 handle.fail(*_internal(f"model '{loaded.name}': execute returned None for "
                                        "this request"))
             continue

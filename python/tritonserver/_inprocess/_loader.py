@@ -152,6 +152,7 @@ def import_file(path: str, folder: str) -> Any:
     sys.modules["triton_python_backend_utils"] = pb_utils
     stem = os.path.splitext(os.path.basename(path))[0]
     _pb_alias.install(stem)  # the model's hooks may `import model`
+    _pb_alias.install_argv()  # and read a stub's sys.argv
     package_name = f"_tritonserver_inprocess_model_{next(_modules)}"
     package = types.ModuleType(package_name)
     package.__path__ = [folder]

@@ -1,4 +1,4 @@
-"""``import model`` from inside a python-backend model.
+"""``import model`` and ``sys.argv`` from inside a python-backend model.
 
 Each stub process imports its model file under the file's own name
 (``model``), so a model may import itself: Triton's QA models run their
@@ -9,6 +9,11 @@ is an alias: inside a model's hooks (the thread or asyncio task that runs
 them, see _pb_types.running_for) its attributes are those of that model's
 module; anywhere else they are those of a module of that name on sys.path,
 if there is one, so a program's own ``model`` module still imports.
+
+Likewise a stub's ``sys.argv`` is ``[""]`` (an embedded interpreter's),
+which ``unittest.main("model")`` parses; in this process it is the
+program's. Inside a model's hooks ``sys.argv`` reads as ``[""]``;
+everywhere else it is the program's list, unchanged.
 """
 
 from __future__ import annotations
@@ -74,3 +79,35 @@ def install(stem: str) -> None:
     with _lock:
         if stem not in sys.modules:
             sys.modules[stem] = _ModelAlias(stem)
+
+
+class _Argv(list):  # type: ignore[type-arg]
+    """sys.argv: the program's list, read as ``[""]`` inside a model's hooks."""
+
+    def _view(self) -> list[str]:
+        context = current_model()
+        if context is not None and context.module_name:
+            return [""]
+        return list.__iter__(self)  # type: ignore[return-value]
+
+    def __getitem__(self, index: Any) -> Any:
+        return list(self._view())[index]
+
+    def __iter__(self) -> Any:
+        return iter(list(self._view()))
+
+    def __len__(self) -> int:
+        return len(list(self._view()))
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __repr__(self) -> str:
+        return repr(list(self._view()))
+
+
+def install_argv() -> None:
+    """sys.argv as _Argv (same contents), once."""
+    with _lock:
+        if not isinstance(sys.argv, _Argv):
+            sys.argv = _Argv(sys.argv)

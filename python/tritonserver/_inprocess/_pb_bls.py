@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from tritonserver._errors import TritonError as _ServerError
@@ -150,6 +151,7 @@ class InferenceRequest:
     ``await async_exec()``)."""
 
     _request: Optional[ModelRequest]
+    _sender: Optional[InferenceResponseSender] = None
 
     def __init__(self, request_id: str = "", correlation_id: Union[int, str] = 0,
                  inputs: Optional[list[Tensor]] = None,
@@ -198,6 +200,7 @@ class InferenceRequest:
         """The request ``TritonPythonModel.execute`` gets for ``request``."""
         wrapped = object.__new__(cls)
         wrapped._request = request
+        wrapped._sender = None
         return wrapped
 
     # ---- What it asks ----------------------------------------------------------
@@ -246,7 +249,11 @@ class InferenceRequest:
         return self._received("is_cancelled()").is_cancelled()
 
     def get_response_sender(self) -> InferenceResponseSender:
-        return InferenceResponseSender(self._received("get_response_sender()").sender)
+        """The request's one sender (every call gives the same)."""
+        request = self._received("get_response_sender()")
+        if self._sender is None:
+            self._sender = InferenceResponseSender(request, request.decoupled)
+        return self._sender
 
     def set_release_flags(self, flags: int) -> None:
         """TRITONSERVER_REQUEST_RELEASE_ALL (what happens anyway), or
@@ -340,17 +347,70 @@ def _decoupled_flag() -> int:
 
 
 class InferenceResponseSender:
-    """A decoupled request's sender: ``send(response=None, flags=0)``."""
+    """A request's sender: ``send(response=None, flags=0)``, with the python
+    backend's rules. A decoupled model sends any number of responses, then
+    the final flag; one that is not decoupled sends exactly one response
+    (it answers the request), then may send the final flag. Once closed (the
+    final flag, or an error of its batch) it refuses to send."""
 
-    def __init__(self, sender: ResponseSender):
-        self._sender = sender
+    def __init__(self, request: ModelRequest, decoupled: bool):
+        self._decoupled = decoupled
+        self._sender = request.sender if decoupled else request.open_sender()
+        self._lock = threading.Lock()
+        self._sent = 0
+        self._closed = False
 
     def send(self, response: Optional[InferenceResponse] = None, flags: int = 0) -> None:
-        final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-        self._sender.send(None if response is None else model_response(response), final)
+        if flags not in (0, TRITONSERVER_RESPONSE_COMPLETE_FINAL):
+            raise TritonModelException("Unable to send response. Unsupported flag provided.")
+        if flags == 0 and response is None:
+            raise TritonModelException("Inference Response object must be provided when the "
+                                       "response flags is set to zero.")
+        final = flags == TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        self._count(response is not None, final)
+        converted = None if response is None else model_response(response)
+        if self._decoupled:
+            self._sender.send(converted, final)
+        elif converted is not None:
+            self._sender.send(converted, True)  # its one response answers the request
+        # (The final flag after that one response: the request ended with it.)
+
+    def _count(self, has_response: bool, final: bool) -> None:
+        with self._lock:
+            if not self._decoupled:
+                if has_response and self._sent > 0:
+                    raise TritonModelException("Unable to send response. Non-decoupled model "
+                                               "cannot send more than one response.")
+                if not has_response and final and self._sent == 0:
+                    raise TritonModelException("Unable to send response. Non-decoupled model "
+                                               "cannot send complete final before sending a "
+                                               "response.")
+            if self._closed:
+                raise TritonModelException(
+                    "Unable to send response. Response sender has been closed.")
+            if final:
+                self._closed = True
+            self._sent += 1
 
     def is_cancelled(self) -> bool:
         return self._sender.is_cancelled()
+
+
+def returned_response(request: "InferenceRequest") -> None:
+    """Count the response execute returned for `request` against its
+    sender, as the python backend does (raises when the sender already
+    sent its one response, or was closed)."""
+    sender = request._sender
+    if sender is not None:
+        sender._count(True, True)
+
+
+def close_senders(requests: list["InferenceRequest"]) -> None:
+    """Their batch failed: their senders refuse to send from now on."""
+    for request in requests:
+        if request._sender is not None:
+            with request._sender._lock:
+                request._sender._closed = True
 
 
 # ---- Model control from a model ---------------------------------------------------

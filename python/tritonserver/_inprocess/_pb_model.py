@@ -13,8 +13,13 @@ import os
 from typing import TYPE_CHECKING, Any, Coroutine, Optional
 
 from tritonserver._inprocess._model import ModelInstance, PythonModel
-from tritonserver._inprocess._pb_bls import InferenceRequest
-from tritonserver._inprocess._pb_types import ModelContext, model_response, running_for
+from tritonserver._inprocess._pb_bls import InferenceRequest, close_senders, returned_response
+from tritonserver._inprocess._pb_types import (
+    ModelContext,
+    TritonModelException,
+    model_response,
+    running_for,
+)
 
 if TYPE_CHECKING:
     from tritonserver._inprocess._request import ModelRequest
@@ -66,14 +71,46 @@ class PbUtilsModel(PythonModel):
                 legacy.finalize()
 
     def execute(self, requests: list[ModelRequest]) -> Any:
-        legacy = self._objects[requests[0].instance.name]
+        instance = requests[0].instance.name
+        legacy = self._objects[instance]
         wrapped = [InferenceRequest.of(r) for r in requests]
-        with running_for(self._for_model()):
-            responses = legacy.execute(wrapped)
+        try:
+            with running_for(self._for_model()):
+                responses = legacy.execute(wrapped)
+        except BaseException:
+            close_senders(wrapped)
+            raise
         if asyncio.iscoroutine(responses):
-            return self._converted(responses)
-        return _responses(responses)
+            return self._converted(instance, wrapped, responses)
+        return self._returned(instance, wrapped, responses)
 
-    async def _converted(self, coroutine: Coroutine[Any, Any, Any]) -> Optional[list[Any]]:
-        with running_for(self._for_model()):
-            return _responses(await coroutine)
+    async def _converted(self, instance: str, wrapped: list[InferenceRequest],
+                         coroutine: Coroutine[Any, Any, Any]) -> Optional[list[Any]]:
+        try:
+            with running_for(self._for_model()):
+                responses = await coroutine
+        except BaseException:
+            close_senders(wrapped)
+            raise
+        return self._returned(instance, wrapped, responses)
+
+    def _returned(self, instance: str, wrapped: list[InferenceRequest],
+                  responses: Any) -> Optional[list[Any]]:
+        """What execute returned, checked as the python backend checks it:
+        a decoupled model returns None; a response returned for a request
+        counts against its sender (one response in all)."""
+        try:
+            if responses is None:
+                return None
+            if bool(self.config.get("model_transaction_policy", {}).get("decoupled")):
+                raise TritonModelException(
+                    f"Python model '{instance}' is using the decoupled mode and the execute "
+                    "function must return None.")
+            if isinstance(responses, list) and len(responses) == len(wrapped):
+                for request, response in zip(wrapped, responses):
+                    if response is not None:
+                        returned_response(request)
+            return _responses(responses)
+        except BaseException:
+            close_senders(wrapped)
+            raise

@@ -119,6 +119,21 @@ class ModelRequest:
             self._sender = ResponseSender(self._handle, self._model)
         return self._sender
 
+    @property
+    def decoupled(self) -> bool:
+        """Whether its model is decoupled."""
+        return bool(self._model.decoupled)
+
+    def open_sender(self) -> "ResponseSender":
+        """A sender even when the model is not decoupled (the python
+        backend's ``get_response_sender()``): the request may then be
+        answered through it, during execute or after it returned."""
+        if self._sender is None:
+            self._sender = ResponseSender(self._handle, self._model)
+        if not self._model.decoupled:
+            self._handle.hold()
+        return self._sender
+
     def __repr__(self) -> str:
         return f"ModelRequest(id={self.id!r}, inputs={list(self.inputs)})"
 
