@@ -28,7 +28,7 @@ def test_a_missing_python_is_named(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(2400)  # two C++ builds, two environments with the test extra, two test runs
+@pytest.mark.timeout(2400)  # two C++ builds, four environments, one run of the tests
 def test_release_check_passes_for_this_python(tmp_path):
     report_path = tmp_path / "report.json"
     out = run_check("--python", sys.executable, "--report", str(report_path), timeout=2300)
