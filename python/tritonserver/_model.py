@@ -9,7 +9,7 @@ from tritonserver._control.instances import user_view
 from tritonserver._enums import ModelBatchFlag, ModelTxnPropertyFlag
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._iterators import AsyncResponseIterator, ResponseIterator, send_submission
-from tritonserver._registries import registries_of
+from tritonserver._registries import readiness_checks, registries_of
 from tritonserver._request import InferenceRequest, model_submission
 from tritonserver._submit import RequestSpec, RequestTarget, sent, submission
 
@@ -63,7 +63,14 @@ class Model(RequestTarget):
             self._registries.started().model_config(self.name, self.version, config_version))))
 
     def ready(self) -> bool:
-        return self._registries.started().model_is_ready(self.name, self.version)
+        """Whether the model is ready: loaded (the core's answer), and every
+        instance ready by its model's own check where it has one (a python
+        model's ``is_ready()``, tritonserver._inprocess._readiness)."""
+        handle = self._registries.started()
+        if not handle.model_is_ready(self.name, self.version):
+            return False
+        return all(check() for check in readiness_checks(handle.address(), self.name,
+                                                          self.version))
 
     def statistics(self) -> dict[str, Any]:
         return cast("dict[str, Any]",

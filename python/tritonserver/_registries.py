@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from tritonserver._errors import InvalidArgumentError, InvalidArgumentTypeError
 
@@ -111,3 +111,45 @@ def started_server(address: Optional[int] = None) -> Optional[HasRegistries]:
             return _started.get(address)
         servers = list(_started.values())
     return servers[0] if len(servers) == 1 else None
+
+
+# Readiness checks that models add to the core's, by the address of their server's core:
+# a python-backend model's is_ready() (Triton 2.67+), run in this process
+# (tritonserver._inprocess._readiness). The core 2.51 asks no backend whether an instance is
+# ready, so Model.ready() and a strict Server.ready() ask these after the core: each check is
+# one instance's, and returns whether it is ready (saying why not in the server's log itself).
+ReadinessCheck = Callable[[], bool]
+_checks_lock = threading.Lock()
+_checks: dict[tuple[int, str], dict[int, dict[str, ReadinessCheck]]] = {}
+
+
+def add_readiness_check(address: int, name: str, version: int, instance: str,
+                        check: ReadinessCheck) -> None:
+    with _checks_lock:
+        _checks.setdefault((address, name), {}).setdefault(version, {})[instance] = check
+
+
+def remove_readiness_check(address: int, name: str, version: int, instance: str) -> None:
+    with _checks_lock:
+        versions = _checks.get((address, name), {})
+        versions.get(version, {}).pop(instance, None)
+        if not versions.get(version, True):
+            del versions[version]
+        if not versions:
+            _checks.pop((address, name), None)
+
+
+def readiness_checks(address: int, name: Optional[str] = None,
+                     version: int = -1) -> list[ReadinessCheck]:
+    """The checks of the instances of ``name`` at ``version`` (-1: the
+    newest version that has any, as the core picks the newest); with no
+    name, every check of the server at ``address``."""
+    with _checks_lock:
+        if name is None:
+            return [check for (at, _), versions in _checks.items() if at == address
+                    for instances in versions.values() for check in instances.values()]
+        versions = _checks.get((address, name))
+        if not versions:
+            return []
+        picked = max(versions) if version == -1 else version
+        return list(versions.get(picked, {}).values())

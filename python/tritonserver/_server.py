@@ -18,7 +18,13 @@ from tritonserver._errors import (InvalidArgumentError, InvalidArgumentTypeError
 from tritonserver._metrics import prometheus_to_json
 from tritonserver._model import Model, ModelDictionary
 from tritonserver._options import Options, validate_options
-from tritonserver._registries import HasRegistries, Registries, note_started, note_stopping
+from tritonserver._registries import (
+    HasRegistries,
+    Registries,
+    note_started,
+    note_stopping,
+    readiness_checks,
+)
 
 if TYPE_CHECKING:
     from tritonserver._trace import Tracing
@@ -71,7 +77,7 @@ class Server(HasRegistries):
         note_started(self)
         if wait_until_ready:
             deadline = None if timeout is None else time.monotonic() + timeout
-            while not self.ready():
+            while not self._handle().is_ready():  # loaded: not the models' own checks
                 failed = control.startup_failures
                 if failed and self.options.model_control_mode != ModelControlMode.POLL:
                     # Nothing loads later in NONE and EXPLICIT mode by itself:
@@ -131,8 +137,15 @@ class Server(HasRegistries):
         return self._handle().is_live()
 
     def ready(self) -> bool:
-        """Whether the server is ready; InvalidArgumentError if it is not started."""
-        return self._handle().is_ready()
+        """Whether the server is ready; InvalidArgumentError if it is not started.
+        With strict readiness, every model's own readiness checks count too
+        (a python model's ``is_ready()``), as Triton's core asks each instance."""
+        handle = self._handle()
+        if not handle.is_ready():
+            return False
+        if not self.options.strict_readiness:
+            return True
+        return all(check() for check in readiness_checks(handle.address()))
 
     def metadata(self) -> dict[str, Any]:
         return cast("dict[str, Any]", json.loads(self._handle().metadata()))

@@ -2,7 +2,8 @@
 of it per instance (as the python backend's one stub per instance), with
 the python backend's ``args`` for ``initialize``. Each hook runs for its
 model (tritonserver._inprocess._pb_types.running_for: what get_model_dir
-and BLS read), an ``async def execute`` included."""
+and BLS read), an ``async def execute`` included. A model's ``is_ready()``
+is each of its instances' readiness check (tritonserver._inprocess._readiness)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import asyncio
 import dataclasses
 import json
 import os
-from typing import TYPE_CHECKING, Any, Coroutine, Optional
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Optional
 
 from tritonserver._inprocess._model import ModelInstance, PythonModel
 from tritonserver._inprocess._pb_bls import InferenceRequest, close_senders, returned_response
@@ -20,6 +21,8 @@ from tritonserver._inprocess._pb_types import (
     model_response,
     running_for,
 )
+from tritonserver._inprocess._readiness import InstanceReadiness
+from tritonserver._registries import add_readiness_check, remove_readiness_check
 
 if TYPE_CHECKING:
     from tritonserver._inprocess._request import ModelRequest
@@ -63,8 +66,20 @@ class PbUtilsModel(PythonModel):
                     "model_version": str(self.version),
                     "model_name": self.name,
                 })
+        if hasattr(legacy, "is_ready"):
+            add_readiness_check(self.server_address, self.name, self.version, instance.name,
+                                InstanceReadiness(self.name, self.version, instance.name,
+                                                  instance, self._readiness_of(legacy)))
+
+    def _readiness_of(self, legacy: Any) -> Callable[[], Any]:
+        def is_ready() -> Any:
+            with running_for(self._outside_execute()):
+                return legacy.is_ready()
+
+        return is_ready
 
     def finalize_instance(self, instance: ModelInstance) -> None:
+        remove_readiness_check(self.server_address, self.name, self.version, instance.name)
         legacy = self._objects.pop(instance.name, None)
         if legacy is not None and hasattr(legacy, "finalize"):
             with running_for(self._outside_execute()):

@@ -94,7 +94,8 @@ class _Api:
 
     async def ready(self, scope: Scope, receive: Receive, send: Send, server: Server) -> Reply:
         c.check_running(server)
-        if server.ready():
+        # in a thread: with strict readiness the models' own checks run (up to 5 s each)
+        if await _in_thread(server.ready):
             return 200, JSON_TYPE, b"", []
         return 400, JSON_TYPE, error_body("Server is not ready"), []
 
@@ -108,7 +109,8 @@ class _Api:
 
     async def model_ready(self, scope: Scope, receive: Receive, send: Send, server: Server,
                           model_name: str, model_version: str = "") -> Reply:
-        if _metadata.model(server, model_name, model_version).ready():
+        # in a thread: a model's own readiness check may take up to 5 s (Model.ready)
+        if await _in_thread(_metadata.model(server, model_name, model_version).ready):
             return 200, JSON_TYPE, b"", []
         return 400, JSON_TYPE, error_body("Model version not ready"), []
 
@@ -332,7 +334,7 @@ async def _start_events(send: Send, status: int) -> None:
 
 
 async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run a blocking core call (model load/unload) off the event loop."""
+    """Run a blocking call (model load/unload, readiness) off the event loop."""
     import asyncio
 
     return await asyncio.get_running_loop().run_in_executor(None, fn, *args)

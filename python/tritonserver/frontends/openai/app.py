@@ -87,7 +87,7 @@ class _Api:
 
     async def ready(self, scope: Scope, receive: Receive, send: Send, server: Server) -> Reply:
         c.check_running(server)
-        if server.ready():
+        if await _in_thread(server.ready):  # the models' own checks may take seconds
             return 200, JSON_TYPE, b"", []
         return 400, JSON_TYPE, json_bytes(p.error_object("the server is not ready", 400)), []
 
