@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, TypeVar
 
 from tritonserver._errors import InvalidArgumentError, InvalidArgumentTypeError
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from tritonserver._c import triton_bindings as _bindings
@@ -83,34 +85,59 @@ def registries_of(server: Any) -> Registries:
     return server._registries
 
 
+class CopyOnWrite(Generic[T]):
+    """A value replaced whole and never changed in place: readers take
+    ``value`` with no lock (a consistent snapshot), a writer makes the next
+    value outside any lock and swaps it in unless another writer came first.
+
+    Nothing is allocated while the lock is held, so no garbage collection
+    runs then, and no finalizer it calls: a Server's __del__ stops it, which
+    writes here. A registry that held a lock across code that allocates
+    deadlocked on itself when a collection came in the middle."""
+
+    __slots__ = ("value", "_lock")
+
+    def __init__(self, value: T):
+        self.value = value
+        self._lock = threading.Lock()
+
+    def update(self, edit: Callable[[T], T]) -> None:
+        while True:
+            old = self.value
+            new = edit(old)
+            with self._lock:
+                if self.value is old:
+                    self.value = new
+                    return
+
+
 # The started servers of this process by their core's address (the
 # TRITONSERVER_Server* the backends see), for the models they run to call
 # them back in-process (BLS: tritonserver._inprocess._pb_bls).
-_started_lock = threading.Lock()
-_started: "weakref.WeakValueDictionary[int, HasRegistries]" = weakref.WeakValueDictionary()
+_started: CopyOnWrite[dict[int, "weakref.ref[HasRegistries]"]] = CopyOnWrite({})
 
 
 def note_started(server: HasRegistries) -> None:
     """``server`` has started: its models may find it by its address."""
-    with _started_lock:
-        _started[registries_of(server).started().address()] = server
+    address = registries_of(server).started().address()
+    ref = weakref.ref(server)
+    _started.update(lambda servers: {**servers, address: ref})
 
 
 def note_stopping(server: HasRegistries) -> None:
-    with _started_lock:
-        for address, found in list(_started.items()):
-            if found is server:
-                del _started[address]
+    _started.update(lambda servers: {address: ref for address, ref in servers.items()
+                                     if ref() is not None and ref() is not server})
 
 
 def started_server(address: Optional[int] = None) -> Optional[HasRegistries]:
     """The started server whose core is at ``address``; with None, the one
     started server when there is exactly one."""
-    with _started_lock:
-        if address is not None:
-            return _started.get(address)
-        servers = list(_started.values())
-    return servers[0] if len(servers) == 1 else None
+    servers = _started.value
+    if address is not None:
+        ref = servers.get(address)
+        return None if ref is None else ref()
+    alive = [server for server in (ref() for ref in servers.values()) if server is not None]
+    return alive[0] if len(alive) == 1 else None
 
 
 # Readiness checks that models add to the core's, by the address of their server's core:
@@ -119,24 +146,19 @@ def started_server(address: Optional[int] = None) -> Optional[HasRegistries]:
 # ready, so Model.ready() and a strict Server.ready() ask these after the core: each check is
 # one instance's, and returns whether it is ready (saying why not in the server's log itself).
 ReadinessCheck = Callable[[], bool]
-_checks_lock = threading.Lock()
-_checks: dict[tuple[int, str], dict[int, dict[str, ReadinessCheck]]] = {}
+_CheckKey = tuple[int, str, int, str]  # address, model, version, instance
+_checks: CopyOnWrite[dict[_CheckKey, ReadinessCheck]] = CopyOnWrite({})
 
 
 def add_readiness_check(address: int, name: str, version: int, instance: str,
                         check: ReadinessCheck) -> None:
-    with _checks_lock:
-        _checks.setdefault((address, name), {}).setdefault(version, {})[instance] = check
+    key = (address, name, version, instance)
+    _checks.update(lambda checks: {**checks, key: check})
 
 
 def remove_readiness_check(address: int, name: str, version: int, instance: str) -> None:
-    with _checks_lock:
-        versions = _checks.get((address, name), {})
-        versions.get(version, {}).pop(instance, None)
-        if not versions.get(version, True):
-            del versions[version]
-        if not versions:
-            _checks.pop((address, name), None)
+    key = (address, name, version, instance)
+    _checks.update(lambda checks: {k: c for k, c in checks.items() if k != key})
 
 
 def readiness_checks(address: int, name: Optional[str] = None,
@@ -144,12 +166,13 @@ def readiness_checks(address: int, name: Optional[str] = None,
     """The checks of the instances of ``name`` at ``version`` (-1: the
     newest version that has any, as the core picks the newest); with no
     name, every check of the server at ``address``."""
-    with _checks_lock:
-        if name is None:
-            return [check for (at, _), versions in _checks.items() if at == address
-                    for instances in versions.values() for check in instances.values()]
-        versions = _checks.get((address, name))
-        if not versions:
-            return []
-        picked = max(versions) if version == -1 else version
-        return list(versions.get(picked, {}).values())
+    checks = _checks.value
+    if not checks:
+        return []
+    if name is None:
+        return [check for key, check in checks.items() if key[0] == address]
+    mine = {key: check for key, check in checks.items() if key[:2] == (address, name)}
+    if not mine:
+        return []
+    picked = max(key[2] for key in mine) if version == -1 else version
+    return [check for key, check in mine.items() if key[2] == picked]

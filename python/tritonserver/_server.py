@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import itertools
 import json
 import os
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Optional, cast
 
@@ -30,6 +32,24 @@ if TYPE_CHECKING:
     from tritonserver._trace import Tracing
 
 _server_ids = itertools.count()
+
+
+# Whether this thread is running a garbage collection (and the finalizers it calls).
+_collection = threading.local()
+
+
+def _note_collection(phase: str, info: dict[str, Any]) -> None:
+    _collection.running = phase == "start"
+
+
+gc.callbacks.append(_note_collection)
+
+
+def _stop_dropped(server: "Server") -> None:
+    try:
+        server.stop()
+    except Exception:
+        pass
 
 
 class Server(HasRegistries):
@@ -125,10 +145,22 @@ class Server(HasRegistries):
         self.stop()
 
     def __del__(self) -> None:
+        # A server dropped without stop() stops here. When a garbage collection
+        # runs this, it runs on whatever thread allocated at the time, holding
+        # whatever locks that thread held, and a stop waits for the core's
+        # threads (models unloading), which may need one of them: then it
+        # stops on a thread of its own (not a daemon: the interpreter's exit
+        # waits for it).
+        registries = getattr(self, "_registries", None)  # None: __init__ raised
+        if registries is None or registries.handle is None or not getattr(
+                _collection, "running", False):
+            _stop_dropped(self)
+            return
         try:
-            self.stop()
-        except Exception:
-            pass
+            threading.Thread(target=_stop_dropped, args=(self,),
+                             name="tritonserver-dropped-server-stop").start()
+        except RuntimeError:  # no new thread at the interpreter's exit
+            _stop_dropped(self)
 
     # ---- Health and metadata -----------------------------------------------------------
 

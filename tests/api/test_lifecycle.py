@@ -150,3 +150,82 @@ def test_stop_past_the_exit_timeout_ends_every_request_and_the_process_survives(
     assert "RAISED" in result.stdout and "had not finished" in result.stdout
     assert "exiting without freeing" not in result.stderr  # freed at exit, once idle
     assert "DONE 20 20 True" in result.stdout
+
+
+_COLLECTED_WHILE_STOPPING = """
+import gc
+import tritonserver
+started = tritonserver.Server(model_repository=tritonserver.example_model_repository(),
+                              exit_timeout=10).start(wait_until_ready=True)
+gc.set_threshold(1)  # a collection at the next allocation: in the registry's update
+for _ in range(100):
+    stopping = tritonserver.Server(model_repository="unused")
+    gc.disable()
+    dropped = tritonserver.Server(model_repository="unused")
+    dropped.cycle = dropped  # only a collection frees it
+    del dropped
+    gc.enable()
+    stopping.stop()
+gc.set_threshold(700)
+started.stop()
+print("done")
+"""
+
+
+def test_a_server_collected_while_another_stops_does_not_deadlock():
+    """A garbage collection can come at any allocation, and a collected
+    Server stops: here collections come inside the registry of started
+    servers' update, which once held its lock while it allocated (a
+    collection there deadlocked the thread on itself in the release
+    check's test run: note_stopping within note_stopping, by py-spy)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _COLLECTED_WHILE_STOPPING],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-2000:]
+
+
+_COLLECTED_UNDER_A_LOCK = """
+import gc, threading, time
+import numpy as np
+import tritonserver
+
+lock = threading.Lock()
+finalized = threading.Event()
+
+
+class NeedsTheLock(tritonserver.PythonModel):
+    def execute(self, requests):
+        return [{"OUT": r.inputs["IN"]} for r in requests]
+
+    def finalize(self):
+        with lock:  # the lock the collecting thread holds
+            finalized.set()
+
+
+server = tritonserver.Server(exit_timeout=300)  # a stop under the lock would wait that long
+server.register_model("m", NeedsTheLock, inputs={"IN": ("FP32", [-1])},
+                      outputs={"OUT": ("FP32", [-1])})
+server.start(wait_until_ready=True)
+assert next(server.model("m").infer(inputs={"IN": np.ones(2, np.float32)})).error is None
+server.cycle = server
+del server
+with lock:
+    gc.collect()  # the collected server must not stop on this thread, under this lock
+print("collected", finalized.is_set())
+print("finalized", finalized.wait(30))
+"""
+
+
+def test_a_server_collected_while_its_thread_holds_a_lock_stops_on_another():
+    """A started server that only a collection frees stops on a thread of
+    its own: stopping waits for its models to unload on the core's threads,
+    and the thread the collection runs on may hold a lock they need."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _COLLECTED_UNDER_A_LOCK],
+                          capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["collected False", "finalized True"], done.stdout
