@@ -116,6 +116,15 @@ def server(example_repo):
     stop_within(s)
 
 
+def write_model(repo, name: str, config: str, files: dict[str, str]) -> None:
+    """A model folder under ``repo``: its config.pbtxt and version 1's files
+    (name: source), each text dedented."""
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "config.pbtxt").write_text(textwrap.dedent(config))
+    for filename, source in files.items():
+        (repo / name / "1" / filename).write_text(textwrap.dedent(source))
+
+
 def copy_in_process(dest: str, names: Optional[list] = None) -> str:
     """Copies of tests/models' python-backend models (all, or `names`) in
     `dest`, each config rewritten to backend: "inprocess": the same model.py

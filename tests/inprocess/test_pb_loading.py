@@ -8,13 +8,12 @@ text), and BF16 tensors through DLPack (numpy has no BF16). Real core,
 from __future__ import annotations
 
 import re
-import textwrap
 
 import numpy as np
 import pytest
 
 import tritonserver
-from conftest import start_server, stop_within
+from conftest import start_server, stop_within, write_model
 
 IDENTITY_CONFIG = """
 backend: "python"
@@ -39,10 +38,7 @@ class TritonPythonModel:
 
 
 def _folder(repo, name: str, files: dict[str, str], config: str = IDENTITY_CONFIG) -> None:
-    (repo / name / "1").mkdir(parents=True)
-    (repo / name / "config.pbtxt").write_text(textwrap.dedent(config))
-    for filename, source in files.items():
-        (repo / name / "1" / filename).write_text(textwrap.dedent(source))
+    write_model(repo, name, config, files)
 
 
 def _explicit(repo) -> tritonserver.Server:

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 import threading
 
 import numpy as np
 import pytest
 
 import tritonserver
-from conftest import start_server, stop_within
+from conftest import start_server, stop_within, write_model
 from tritonserver._inprocess import _readiness
 
 CONFIG = """
@@ -83,9 +82,7 @@ MODELS = {"returns_true": ("true", 0), "returns_false": ("false", 0),
 
 
 def _folder(repo, name: str, source: str, config: str) -> None:
-    (repo / name / "1").mkdir(parents=True)
-    (repo / name / "config.pbtxt").write_text(textwrap.dedent(config))
-    (repo / name / "1" / "model.py").write_text(textwrap.dedent(source))
+    write_model(repo, name, config, {"model.py": source})
 
 
 def _repository(repo) -> None:

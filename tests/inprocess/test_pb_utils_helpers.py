@@ -11,14 +11,13 @@ import os
 import struct
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
 
 import tritonserver
 from tritonserver._inprocess._pb_types import ModelContext, running_for
-from conftest import start_server, stop_within
+from conftest import start_server, stop_within, write_model
 from tritonserver._inprocess import pb_utils
 
 LOGGER = "tritonserver.inprocess"
@@ -196,9 +195,7 @@ output [ { name: "DIR", data_type: TYPE_STRING, dims: [ 1 ] } ]
 
 
 def _folder(repo, name: str, config: str, source: str) -> None:
-    (repo / name / "1").mkdir(parents=True)
-    (repo / name / "config.pbtxt").write_text(textwrap.dedent(config))
-    (repo / name / "1" / "model.py").write_text(source)
+    write_model(repo, name, config, {"model.py": source})
 
 
 @pytest.fixture(scope="module")

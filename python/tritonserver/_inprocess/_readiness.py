@@ -35,10 +35,6 @@ from tritonserver._inprocess import _async, _server_log
 # The python backend's kUserModelReadinessTimeoutMs.
 TIMEOUT_S = 5.0
 
-# (ready, why not): the outcome of one run of the model's function.
-_Outcome = tuple[bool, Optional[str]]
-
-
 class InstanceReadiness:
     """The readiness check of one instance: call it for whether it is ready."""
 
@@ -48,7 +44,8 @@ class InstanceReadiness:
         self._loop_key = loop_key  # the instance's event loop (tritonserver._inprocess._async)
         self._function = function
         self._lock = threading.Lock()
-        self._in_flight: Optional[concurrent.futures.Future[_Outcome]] = None
+        # One run of the model's function: its answer, None (ready) or why not.
+        self._in_flight: Optional[concurrent.futures.Future[Optional[str]]] = None
 
     def __call__(self) -> bool:
         reason = self.reason()
@@ -69,33 +66,28 @@ class InstanceReadiness:
                 threading.Thread(target=self._run, args=(future,), daemon=True,
                                  name="tritonserver-inprocess-is-ready").start()
         try:
-            ready, error = future.result(TIMEOUT_S)
+            return future.result(TIMEOUT_S)
         except concurrent.futures.TimeoutError:
             if joined:
                 return "Timed out waiting for in-flight is_ready() response"
             return "Timed out waiting for user-defined is_ready() response"
-        if error is not None:
-            return error
-        if not ready:
-            return f"Model '{self._instance}' is not ready (user-defined check failed)."
-        return None
 
-    def _run(self, future: concurrent.futures.Future[_Outcome]) -> None:
-        outcome: _Outcome
+    def _run(self, future: concurrent.futures.Future[Optional[str]]) -> None:
+        reason: Optional[str] = None
         try:
             result = self._function()
             if asyncio.iscoroutine(result):
                 result = self._awaited(result)
             if not isinstance(result, bool):
-                outcome = (False, "is_ready() must return a boolean value")
-            else:
-                outcome = (result, None)
+                reason = "is_ready() must return a boolean value"
+            elif not result:
+                reason = f"Model '{self._instance}' is not ready (user-defined check failed)."
         except BaseException as e:  # the model's: its text, for the log
-            outcome = (False, python_backend_summary(e))
+            reason = python_backend_summary(e)
             del e
         with self._lock:
             self._in_flight = None  # the next caller starts the next check
-        future.set_result(outcome)
+        future.set_result(reason)
 
     def _awaited(self, coroutine: Any) -> Any:
         done: concurrent.futures.Future[Any] = concurrent.futures.Future()

@@ -28,8 +28,8 @@ from tritonserver.frontends.dataplane import repository as _repository
 from tritonserver.frontends.dataplane import shared_memory as _shm
 from tritonserver.frontends._frontend import AsgiFrontend
 from tritonserver.frontends.http.codec import infer_reply, parse_infer, raw_binary_call
-from tritonserver.frontends.httpbase.endpoint import (Endpoint, checked_limits, server_provider,
-                                                  starlette_errors)
+from tritonserver.frontends.httpbase.endpoint import (Endpoint, checked_limits, in_thread,
+                                                  server_provider, starlette_errors)
 from tritonserver.frontends.httpbase.wire import (
     HEADER_LENGTH,
     JSON_TYPE,
@@ -95,7 +95,7 @@ class _Api:
     async def ready(self, scope: Scope, receive: Receive, send: Send, server: Server) -> Reply:
         c.check_running(server)
         # in a thread: with strict readiness the models' own checks run (up to 5 s each)
-        if await _in_thread(server.ready):
+        if await in_thread(server.ready):
             return 200, JSON_TYPE, b"", []
         return 400, JSON_TYPE, error_body("Server is not ready"), []
 
@@ -110,7 +110,7 @@ class _Api:
     async def model_ready(self, scope: Scope, receive: Receive, send: Send, server: Server,
                           model_name: str, model_version: str = "") -> Reply:
         # in a thread: a model's own readiness check may take up to 5 s (Model.ready)
-        if await _in_thread(_metadata.model(server, model_name, model_version).ready):
+        if await in_thread(_metadata.model(server, model_name, model_version).ready):
             return 200, JSON_TYPE, b"", []
         return 400, JSON_TYPE, error_body("Model version not ready"), []
 
@@ -151,7 +151,7 @@ class _Api:
         _repository.check_repository(repository)
         request = await self._json_body(scope, receive, "load model")
         load = _repository.json_load_parameters(request.get("parameters", {}))
-        await _in_thread(_repository.load, server, model_name, load)
+        await in_thread(_repository.load, server, model_name, load)
         return 200, JSON_TYPE, b"", []
 
     async def repository_unload(self, scope: Scope, receive: Receive, send: Send,
@@ -159,7 +159,7 @@ class _Api:
         _repository.check_repository(repository)
         request = await self._json_body(scope, receive, "unload model")
         dependents = _repository.json_unload_dependents(request.get("parameters", {}))
-        await _in_thread(_repository.unload, server, model_name, dependents)
+        await in_thread(_repository.unload, server, model_name, dependents)
         return 200, JSON_TYPE, b"", []
 
     # ---- Logging, trace, shared memory ---------------------------------------------------
@@ -331,13 +331,6 @@ async def _send_events(iterator: Any, call: WireRequest, entry: c.ModelEntry, se
 async def _start_events(send: Send, status: int) -> None:
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", SSE_TYPE), (b"cache-control", b"no-cache")]})
-
-
-async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run a blocking call (model load/unload, readiness) off the event loop."""
-    import asyncio
-
-    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
 # ---- The app ------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ paths) in that body."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Awaitable, Callable, Optional
 
 from tritonserver import InvalidArgumentError, Server
@@ -76,6 +77,11 @@ class Endpoint:
         if reply is not None:
             status, content_type, body, extra = reply
             await send_reply(send, status, content_type, body, extra)
+
+
+async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run a blocking call (model load/unload, readiness) off the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
 def server_provider(server: c.ServerLike) -> Callable[[], Server]:

@@ -24,8 +24,9 @@ from tritonserver.frontends._restricted import Protocols, RestrictedLike
 from tritonserver.frontends.dataplane import state as c
 from tritonserver.frontends.dataplane import text_generation as tg
 from tritonserver.frontends.httpbase import json_codec as _json
-from tritonserver.frontends.httpbase.endpoint import (Endpoint, checked_limits, server_provider,
-                                                  starlette_errors, triton_error_reply)
+from tritonserver.frontends.httpbase.endpoint import (Endpoint, checked_limits, in_thread,
+                                                  server_provider, starlette_errors,
+                                                  triton_error_reply)
 from tritonserver.frontends.httpbase.wire import (JSON_TYPE, SSE_TYPE, Disconnected, Receive, Reply,
                                               Scope, Send, decompress, header, json_bytes,
                                               ok_json, read_body)
@@ -87,7 +88,7 @@ class _Api:
 
     async def ready(self, scope: Scope, receive: Receive, send: Send, server: Server) -> Reply:
         c.check_running(server)
-        if await _in_thread(server.ready):  # the models' own checks may take seconds
+        if await in_thread(server.ready):  # the models' own checks may take seconds
             return 200, JSON_TYPE, b"", []
         return 400, JSON_TYPE, json_bytes(p.error_object("the server is not ready", 400)), []
 
@@ -122,7 +123,7 @@ class _Api:
         _check_explicit(server)
         if _is_ready(server, model):
             raise InvalidArgumentError(f"Model '{model}' is already loaded")
-        await _in_thread(_change_model, server, model, True)
+        await in_thread(_change_model, server, model, True)
         _, text_model = self.models.get(server, model)
         return ok_json(p.model_object(model, text_model.created))
 
@@ -131,7 +132,7 @@ class _Api:
         _check_explicit(server)
         if not _is_ready(server, model):
             raise InvalidArgumentError(f"Unknown model: {model}")
-        await _in_thread(_change_model, server, model, False)
+        await in_thread(_change_model, server, model, False)
         return ok_json({"status": "success", "model": model})
 
     # ---- Completions -------------------------------------------------------------------
@@ -327,10 +328,6 @@ def _change_model(server: Server, name: str, load: bool) -> None:
         raise type(e)(f"Failed to {what} model '{name}': {e}") from None
     finally:
         state.forget_models()
-
-
-async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
 def _starlette_error(text: str, status: int, method: str, path: str) -> bytes:
