@@ -39,6 +39,10 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.unit if inside else pytest.mark.integration)
 
 
+# Forensics for crashes and hangs (tests/forensics.py): its hooks, run by this conftest.
+from forensics import pytest_runtest_protocol, pytest_sessionstart  # noqa: E402,F401
+
+
 def pytest_addoption(parser):
     parser.addoption("--soak", action="store_true", default=False,
                      help="run the reliability suite's long mode (tests/reliability; "
@@ -91,9 +95,11 @@ def failure_output(out: subprocess.CompletedProcess, stdout_tail: int, stderr_ta
     end, where the crashing thread and test are not named)."""
     text = (f"stdout (tail):\n{out.stdout[-stdout_tail:]}\n"
             f"stderr (tail):\n{out.stderr[-stderr_tail:]}")
-    crash = out.stderr.find("Fatal Python error")
-    if crash >= 0:
-        text += f"\nstderr from the crash on:\n{out.stderr[crash:crash + 12000]}"
+    # The native report (tritonserver._crash_report) comes first, then faulthandler's.
+    crash = [at for at in (out.stderr.find("tritonserver: fatal signal"),
+                           out.stderr.find("Fatal Python error")) if at >= 0]
+    if crash:
+        text += f"\nstderr from the crash on:\n{out.stderr[min(crash):min(crash) + 60000]}"
     return text
 
 

@@ -9,6 +9,7 @@ namespace py = pybind11;
 
 namespace tritonpy {
 void RegisterCore(py::module_& m);
+void RegisterCrashReport(py::module_& m);
 void RegisterDlpack(py::module_& m);
 void RegisterEnums(py::module_& m);
 void RegisterLoopNotifier(py::module_& m);
@@ -26,6 +27,7 @@ PYBIND11_MODULE(triton_bindings, m) {
   tritonpy::RegisterErrors(m);
   tritonpy::RegisterEnums(m);
   tritonpy::RegisterCore(m);
+  tritonpy::RegisterCrashReport(m);
   tritonpy::RegisterServerOptions(m);
   tritonpy::RegisterServer(m);
   tritonpy::RegisterLoopNotifier(m);

@@ -8,7 +8,7 @@ import os
 import threading
 from typing import Any
 
-from tritonserver import _gpu, _stub_names
+from tritonserver import _crash_report, _gpu, _stub_names
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._control import python_stub
 from tritonserver._errors import InvalidArgumentError
@@ -35,6 +35,9 @@ def ensure_core_loaded() -> Any:
             load_core(core)
             _bindings.load_core(core.library)
             _core = core
+            # TRITONSERVER_CRASH_REPORT=1: a crash of this process, from now
+            # on in the core's threads too, names every thread's native frames.
+            _crash_report.enable_if_requested()
         return _core
 
 

@@ -3,16 +3,34 @@ runner: the in-process frontends, or Ray Serve with ``--ray``."""
 
 from __future__ import annotations
 
+import faulthandler
 import sys
+import traceback
 from typing import Optional, Sequence
 
 from tritonserver._cli.serve_flags import build_parser, say
+from tritonserver._crash_report import requested as crash_report_requested
 
 
 def main(argv: Optional[Sequence[str]] = None, end: bool = False) -> int:
     """The serve command; ``end``: it is the process's command line, which
-    ends when serving does (``python -m tritonserver serve``)."""
+    ends when serving does (``python -m tritonserver serve``). An error that
+    escapes serving ends it with status 1, its traceback, and a last line
+    that says so (a supervisor's log keeps the reason)."""
+    try:
+        return _serve(argv, end)
+    except Exception as e:
+        traceback.print_exc()
+        say(f"tritonserver serve: exiting with status 1: unexpected {type(e).__name__}: {e}")
+        return 1
+
+
+def _serve(argv: Optional[Sequence[str]], end: bool) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if crash_report_requested():
+        # The Python frames after the native report (tritonserver._crash_report,
+        # installed when the core loads).
+        faulthandler.enable()
     if args.ray:
         try:
             from tritonserver.ray._command import run as run_on_ray

@@ -1,0 +1,137 @@
+"""Where a process died, or hangs: native backtraces of every thread.
+
+The core's threads run no Python, so Python's faulthandler names none of
+them when one crashes or blocks. With a debugger on the machine (gdb), this
+module attaches it to the process:
+
+* ``enable()`` installs a fatal-signal handler (SIGSEGV, SIGBUS, SIGILL,
+  SIGFPE, SIGABRT) that writes what the process was doing, the tails of its
+  captured output and every thread's native backtrace, then hands the signal
+  on to the handler before it (faulthandler's Python frames, or the
+  default). ``python -m tritonserver serve`` and ``import tritonserver`` turn
+  it on when ``TRITONSERVER_CRASH_REPORT=1`` is set; the test suite always.
+* ``native_backtraces(pid)`` reads a live process's threads (a hang report).
+
+Both are for diagnosis: a debugger stops the process while it reads it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+from typing import Optional
+
+from tritonserver._c import triton_bindings as _bindings
+
+ENVIRONMENT = "TRITONSERVER_CRASH_REPORT"
+_DEBUGGER_TIMEOUT = 120.0
+_PR_SET_PTRACER = 0x59616D61
+_PR_SET_PTRACER_ANY = -1
+
+
+def debugger() -> Optional[str]:
+    """The debugger's absolute path, or None where there is none."""
+    found = shutil.which("gdb")
+    return os.path.abspath(found) if found else None
+
+
+def _gdb_command(gdb: str, pid: str) -> list[str]:
+    return [gdb, "-nx", "-batch", "-p", pid,
+            "-ex", "set pagination off", "-ex", "set print thread-events off",
+            "-ex", "set print frame-arguments none", "-ex", "info threads",
+            "-ex", "thread apply all bt 48"]
+
+
+def requested() -> bool:
+    """Whether the environment asks for crash reports."""
+    return os.environ.get(ENVIRONMENT, "").strip().lower() in ("1", "true", "yes", "on", "gdb")
+
+
+def enable(fd: Optional[int] = None, timeout: float = _DEBUGGER_TIMEOUT) -> bool:
+    """Install the crash report for this process, written to ``fd``
+    (standard error by default). False, and nothing installed, where there is
+    no debugger. Calling it again only changes ``fd`` and ``timeout``."""
+    gdb = debugger()
+    if gdb is None:
+        return False
+    _bindings.install_crash_report(_gdb_command(gdb, "{pid}"), timeout,
+                                   2 if fd is None else fd)
+    return True
+
+
+def enable_if_requested() -> bool:
+    """``enable()`` when ``TRITONSERVER_CRASH_REPORT`` asks for it."""
+    return enable() if requested() else False
+
+
+def set_context(context: str) -> None:
+    """What the process is doing now (a test's name): the crash report names it."""
+    _bindings.set_crash_report_context(context)
+
+
+def installed() -> bool:
+    return bool(_bindings.crash_report_installed())
+
+
+def native_backtraces(pid: int, timeout: float = _DEBUGGER_TIMEOUT) -> str:
+    """Every thread's native backtrace of the live process ``pid``, as the
+    debugger prints them, or a line saying why there are none."""
+    gdb = debugger()
+    if gdb is None:
+        return "(no native backtraces: gdb is not installed)\n"
+    own = pid == os.getpid()
+    if own:  # a child may trace its parent only when the parent allows it (Yama)
+        _set_ptracer(_PR_SET_PTRACER_ANY)
+    try:
+        done = subprocess.run(_gdb_command(gdb, str(pid)), stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=timeout, check=False)
+        return done.stdout.decode("utf-8", "replace")
+    except subprocess.TimeoutExpired:
+        return f"(gdb did not finish within {timeout:.0f} s)\n"
+    finally:
+        if own:
+            _set_ptracer(0)
+
+
+def _set_ptracer(value: int) -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PTRACER, ctypes.c_long(value), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def command_line(pid: int) -> str:
+    """The command line of the live process ``pid`` (200 characters at most),
+    or "gone"."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()[:200]
+    except OSError:
+        return "gone"
+
+
+def descendants(pid: int) -> list[int]:
+    """The live processes below ``pid`` (its children, theirs...), read from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 1 and fields[1].isdigit():
+            parents.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
