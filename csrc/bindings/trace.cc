@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <random>
 #include <sstream>
 
 #include "bindings/errors.h"
@@ -139,7 +140,30 @@ std::string TensorData(TRITONSERVER_DataType datatype, const void* base, size_t 
   return out.str();
 }
 
+// A new OpenTelemetry span id: 16 lowercase hex digits, never all zero.
+std::string NewSpanId() {
+  static const char kHex[] = "0123456789abcdef";
+  thread_local std::mt19937_64 generator{std::random_device{}()};
+  uint64_t value = 0;
+  while (value == 0) value = generator();
+  std::string id(16, '0');
+  for (int i = 15; i >= 0; --i, value >>= 4) id[i] = kHex[value & 0xf];
+  return id;
+}
+
 }  // namespace
+
+std::string TraceSink::OtelContext(const std::string& span_id) const {
+  std::string context = "{\"traceparent\":\"00-" + otel_trace_id_ + "-" + span_id + "-";
+  AppendEscaped(context, otel_flags_.data(), otel_flags_.size());
+  context += "\"";
+  if (!otel_state_.empty()) {
+    context += ",\"tracestate\":\"";
+    AppendEscaped(context, otel_state_.data(), otel_state_.size());
+    context += "\"";
+  }
+  return context + "}";
+}
 
 void TraceSink::Deliver(const std::string& records) noexcept {
   pyinterop::AcquireGil gil;
@@ -170,6 +194,9 @@ std::shared_ptr<TraceRecorder> TraceRecorder::Start(uint32_t level, std::shared_
   Need(api.TRITONSERVER_InferenceTraceContext, "TRITONSERVER_InferenceTraceContext");
   Need(api.TRITONSERVER_InferenceTraceActivityString, "TRITONSERVER_InferenceTraceActivityString");
   if (sink == nullptr) throw Error(TRITONSERVER_ERROR_INVALID_ARG, "a trace needs a TraceSink");
+  if (sink->opentelemetry()) {
+    Need(api.TRITONSERVER_InferenceTraceSetContext, "TRITONSERVER_InferenceTraceSetContext");
+  }
 
   auto recorder = std::make_shared<TraceRecorder>(level, std::move(sink));
   auto holder = std::make_unique<std::shared_ptr<TraceRecorder>>(recorder);
@@ -202,21 +229,23 @@ void TraceRecorder::Capture(const std::string& name, uint64_t timestamp_ns) {
   if (!(level_ & TRITONSERVER_TRACE_LEVEL_TIMESTAMPS)) return;
   std::string record = "{\"id\":" + std::to_string(root_id_) + ",\"timestamps\":[{\"name\":\"";
   AppendEscaped(record, name.data(), name.size());
-  record += "\",\"ns\":" + std::to_string(timestamp_ns) + "}]}";
+  record += "\",\"ns\":" + std::to_string(timestamp_ns) + "}]";
+  record += otel_ ? ",\"frontend\":true}" : "}";
   Append(root_id_, record, false);
 }
 
 void TraceRecorder::Append(uint64_t id, const std::string& record, bool open) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (open) open_.insert(id);
+  const uint64_t key = otel_ ? 0 : id;
   for (auto& [stream_id, stream] : streams_) {
-    if (stream_id == id) {
+    if (stream_id == key) {
       stream += ",";
       stream += record;
       return;
     }
   }
-  streams_.emplace_back(id, record);
+  streams_.emplace_back(key, record);
 }
 
 void TraceRecorder::OnActivity(TRITONSERVER_InferenceTrace* trace,
@@ -247,6 +276,14 @@ void TraceRecorder::OnActivity(TRITONSERVER_InferenceTrace* trace,
         record += "\"";
       }
       if (parent_id != 0) record += ",\"parent_id\":" + std::to_string(parent_id);
+      if (self.otel_) {
+        // The request's span, known to its model from now on (Triton's
+        // tracer sets the context at this very activity).
+        const std::string span_id = NewSpanId();
+        record += ",\"span_id\":\"" + span_id + "\"";
+        ErrorPtr e5(api.TRITONSERVER_InferenceTraceSetContext(
+            trace, self.sink_->OtelContext(span_id).c_str()));
+      }
       record += "},";
     }
     std::string name = activity == TRITONSERVER_TRACE_CUSTOM_ACTIVITY
@@ -275,6 +312,7 @@ void TraceRecorder::OnTensor(TRITONSERVER_InferenceTrace* trace,
   if (memory_type == TRITONSERVER_MEMORY_GPU || datatype == TRITONSERVER_TYPE_INVALID) return;
   try {
     TraceRecorder& self = **static_cast<std::shared_ptr<TraceRecorder>*>(userp);
+    if (self.otel_) return;  // spans have no tensors (Triton's tracer leaves them out too)
     const CoreApi& api = Core();
     uint64_t id = 0;
     ErrorPtr id_err(api.TRITONSERVER_InferenceTraceId(trace, &id));
@@ -343,8 +381,13 @@ void RegisterTrace(py::module_& m) {
       m, "TraceSink",
       "Where finished traces go: `callable(records: str)` gets each traced request's JSON "
       "records (comma-separated objects, as in Triton's trace file), with the GIL, on the "
-      "thread that releases the trace.")
-      .def(py::init<py::object>(), py::arg("callable"));
+      "thread that releases the trace. With `otel_trace_id` (32 lowercase hex digits) an "
+      "OpenTelemetry trace: each request's first record has its \"span_id\", set as the core "
+      "trace's context (traceparent with `otel_flags`, tracestate `otel_state`); the records "
+      "are in the order the core reported them, without tensors, a frontend's timestamps "
+      "marked \"frontend\".")
+      .def(py::init<py::object, std::string, std::string, std::string>(), py::arg("callable"),
+           py::arg("otel_trace_id") = "", py::arg("otel_flags") = "01", py::arg("otel_state") = "");
 }
 
 }  // namespace tritonpy

@@ -25,16 +25,38 @@ namespace tritonpy {
 
 // Where finished traces go: a Python callable taking one str (the trace's
 // records, comma-separated JSON objects), called with the GIL on whatever
-// thread releases the trace. One per trace setting, shared by its requests.
+// thread releases the trace. One per sampled request.
+//
+// With an OpenTelemetry trace id (32 lowercase hex digits) the trace is an
+// OpenTelemetry one (tritonserver._otel builds its spans): every request of
+// it (the request's and each child's, at REQUEST_START) gets a span id,
+// written in its first record ("span_id") and set as the core trace's
+// context ({"traceparent": "00-<trace id>-<span id>-<flags>", "tracestate"}),
+// which the python backend gives its models (request.trace().get_context()),
+// as Triton's tracer does; the records are one stream in the order the core
+// reported them (Triton's spans nest by that order), tensors are left out
+// and a frontend's timestamps are marked "frontend".
 class TraceSink {
  public:
-  explicit TraceSink(pybind11::object callable) : callable_(std::move(callable)) {}
+  explicit TraceSink(pybind11::object callable, std::string otel_trace_id = "",
+                     std::string otel_flags = "01", std::string otel_state = "")
+      : callable_(std::move(callable)),
+        otel_trace_id_(std::move(otel_trace_id)),
+        otel_flags_(std::move(otel_flags)),
+        otel_state_(std::move(otel_state)) {}
   // Never throws: an exception raised by the callable is reported as
   // unraisable (there is no caller to raise it to).
   void Deliver(const std::string& records) noexcept;
 
+  bool opentelemetry() const { return !otel_trace_id_.empty(); }
+  // The core trace's context for a request whose span is `span_id`.
+  std::string OtelContext(const std::string& span_id) const;
+
  private:
   pyinterop::OwnedRef callable_;
+  const std::string otel_trace_id_;
+  const std::string otel_flags_;
+  const std::string otel_state_;
 };
 
 // The records of one sampled request's trace and of its children.
@@ -45,7 +67,7 @@ class TraceRecorder {
   static std::shared_ptr<TraceRecorder> Start(uint32_t level, std::shared_ptr<TraceSink> sink,
                                               TRITONSERVER_InferenceTrace** trace);
   TraceRecorder(uint32_t level, std::shared_ptr<TraceSink> sink)
-      : level_(level), sink_(std::move(sink)) {}
+      : level_(level), otel_(sink->opentelemetry()), sink_(std::move(sink)) {}
   // Hands the records to the sink.
   ~TraceRecorder();
   TraceRecorder(const TraceRecorder&) = delete;
@@ -76,6 +98,7 @@ class TraceRecorder {
   void Append(uint64_t id, const std::string& record, bool open);
 
   const uint32_t level_;
+  const bool otel_;  // an OpenTelemetry trace (see TraceSink)
   const std::shared_ptr<TraceSink> sink_;
   TRITONSERVER_InferenceTrace* root_ = nullptr;
   uint64_t root_id_ = 0;
@@ -84,8 +107,9 @@ class TraceRecorder {
   std::shared_ptr<TraceRecorder>* holder_ = nullptr;
 
   std::mutex mutex_;
-  std::vector<std::pair<uint64_t, std::string>> streams_;  // per trace id, first seen first
-  std::set<uint64_t> open_;                                // traces reported, not released
+  // Per trace id, first seen first (an OpenTelemetry trace: one, id 0).
+  std::vector<std::pair<uint64_t, std::string>> streams_;
+  std::set<uint64_t> open_;  // traces reported, not released
   bool root_released_ = false;
   bool finished_ = false;
 };
