@@ -311,15 +311,29 @@ class Server(HasRegistries):
 
     def configure_tracing(self, trace_file: str = "", trace_level: Any = ("OFF",),
                           trace_rate: int = 1000, trace_count: int = -1,
-                          log_frequency: int = 0) -> dict[str, Any]:
+                          log_frequency: int = 0, trace_mode: str = "triton",
+                          opentelemetry: Optional[dict[str, Any]] = None) -> dict[str, Any]:
         """Set the startup trace settings, as the executable's ``--trace-config``
         flags do: the global setting, and what a cleared (None) global field
         returns to; drops every model's setting. ``trace_level``: "OFF",
         "TIMESTAMPS", "TENSORS" or a list of them. Returns the global setting
         (as trace_settings()). Traces are written as Triton writes them
-        (docs/serving.md, "Tracing")."""
+        (docs/serving.md, "Tracing"). ``trace_mode="opentelemetry"`` exports
+        spans instead (the otel extra), with ``opentelemetry``'s settings:
+        ``url``, ``resource`` (a dict), ``bsp_max_queue_size``,
+        ``bsp_schedule_delay``, ``bsp_max_export_batch_size``, as
+        ``--trace-config opentelemetry,...`` takes them, or ``exporter``, a
+        SpanExporter of the application's (docs/observability.md)."""
+        otel = None
+        if trace_mode == "opentelemetry":
+            from tritonserver._otel import OtelConfig
+
+            otel = OtelConfig.from_mapping(opentelemetry)
+        elif opentelemetry is not None:
+            raise InvalidArgumentError("opentelemetry settings are for trace_mode "
+                                       "'opentelemetry'")
         self._tracing().configure_checked(trace_file, trace_level, trace_rate, trace_count,
-                                          log_frequency)
+                                          log_frequency, trace_mode, otel)
         return self.trace_settings()
 
     def trace_settings(self, model_name: Optional[str] = None) -> dict[str, Any]:

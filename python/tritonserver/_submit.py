@@ -73,6 +73,9 @@ class RequestSpec:
     classification). ``trace_marks``: timestamps a frontend took before
     sending, given to the core's trace once sent when it samples the
     request, which is then kept in ``traced`` for later ones (``mark``).
+    ``trace_context``: the W3C trace context headers (traceparent,
+    tracestate) a frontend got with the request, which trace mode
+    opentelemetry continues (tritonserver._trace.context_headers).
     """
 
     inputs: dict[str, Any] = field(default_factory=dict)
@@ -89,6 +92,7 @@ class RequestSpec:
     response_queue: Any = None
     trace_marks: Optional[list[tuple[str, int]]] = None
     traced: Any = None
+    trace_context: Optional[dict[str, str]] = None
 
 
 def submission(model: RequestTarget, spec: RequestSpec) -> Submission:
@@ -134,7 +138,7 @@ def submission(model: RequestTarget, spec: RequestSpec) -> Submission:
     _add_inputs(request, model, spec.inputs)
     tracing = registries.active_tracing()
     if tracing is not None:
-        tracing.attach(request, model.name)
+        tracing.attach(request, model.name, spec.trace_context)
     return request, spec.response_queue, spec.request_id
 
 

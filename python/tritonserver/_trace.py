@@ -10,7 +10,15 @@ in-process API share them. The rules are those of Triton's ``tritonserver``
 from the global one, and follows the global one when that changes; a
 cleared (null) global field goes back to the startup value; a setting
 samples every ``trace_rate``-th request of its models, ``trace_count`` times
-(-1: no limit). Only mode "triton" (the JSON trace file) is served.
+(-1: no limit).
+
+Two modes, as Triton's: "triton" (the JSON trace file, below) and
+"opentelemetry" (spans exported over OTLP: tritonserver._otel, imported only
+for that mode). The mode is chosen at startup; the settings work the same in
+both, but that in mode opentelemetry a request that continues a W3C trace
+context (a frontend's ``traceparent`` header, or the in-process caller's
+current span) is traced whatever the rate and count, as in Triton, and a
+setting needs no file.
 
 A sampled request is sent with a core trace (tritonserver._c TraceSink /
 InferenceRequest.set_trace): the binding records the core's activities in
@@ -23,11 +31,12 @@ is replaced or the server stops (a JSON array of the records).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._errors import (InternalError, InvalidArgumentError, InvalidArgumentTypeError,
@@ -41,7 +50,15 @@ MIN_TRACE_COUNT = -1
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _UINT32_MAX = (1 << 32) - 1
 
+if TYPE_CHECKING:
+    from tritonserver._otel import OtelConfig, OtelExport
+
 _log = logging.getLogger("tritonserver.trace")
+TRITON = "triton"
+OPENTELEMETRY = "opentelemetry"
+MODES = (TRITON, OPENTELEMETRY)
+# The W3C trace context headers a frontend hands on (its carrier, lowercase).
+CONTEXT_HEADERS = ("traceparent", "tracestate")
 
 # A field of a setting update: absent (not in the dict), None (cleared: the
 # value it falls back to), or the new value.
@@ -58,6 +75,32 @@ def stoi(text: str) -> int:
     if not _INT32[0] <= value <= _INT32[1]:
         raise OverflowError(text)
     return value
+
+
+def stoul(text: str) -> int:
+    """std::stoul as Triton's executable reads a uint32 option: blanks, a
+    sign, digits, the rest ignored; a minus wraps (as stoul does); then cut
+    to 32 bits. ValueError when there are no digits, OverflowError past 64 bits."""
+    match = re.match(r"[ \t\n\v\f\r]*([+-]?)([0-9]+)", text)
+    if match is None:
+        raise ValueError(text)
+    value = int(match.group(2))
+    if value >= 1 << 64:
+        raise OverflowError(text)
+    if match.group(1) == "-":
+        value = -value % (1 << 64)
+    return value & _UINT32_MAX
+
+
+def option_number(read: Callable[[str], int], text: str) -> int:
+    """``read(text)`` (stoi, stoul) with the executable's texts for an
+    option value it cannot read (ValueError)."""
+    try:
+        return read(text)
+    except ValueError:
+        raise ValueError(f"Invalid option value. Got {text}") from None
+    except OverflowError:
+        raise ValueError(f"Provided option value is out of bound. Got {text}") from None
 
 
 def level_names(level: int) -> list[str]:
@@ -81,6 +124,34 @@ def parse_levels(values: list[str]) -> Optional[int]:
         elif name == "TENSORS":
             level = (level or 0) | TENSORS
     return level
+
+
+def context_headers(pairs: Any) -> Optional[dict[str, str]]:
+    """The W3C trace context among a request's headers or metadata
+    (``pairs``: (name, value) with lowercase names, str or bytes), or None."""
+    found: Optional[dict[str, str]] = None
+    for name, value in pairs:
+        key = name.decode("latin-1") if isinstance(name, bytes) else name
+        if key in CONTEXT_HEADERS:
+            if found is None:
+                found = {}
+            found[key] = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+    return found
+
+
+def context_carrier(context_text: Optional[str]) -> Optional[dict[str, str]]:
+    """The W3C trace context headers in a core trace's context (its JSON
+    text, where mode opentelemetry sets the request span's traceparent; the
+    python backend's request.trace().get_context()), or None."""
+    if not context_text:
+        return None
+    try:
+        found = json.loads(context_text)
+    except ValueError:
+        return None
+    if not isinstance(found, dict) or not isinstance(found.get("traceparent"), str):
+        return None
+    return {key: found[key] for key in CONTEXT_HEADERS if isinstance(found.get(key), str)}
 
 
 def parse_number(key: str, text: str, http: bool) -> int:
@@ -209,6 +280,7 @@ class Setting:
     log_frequency: int
     file: TraceFile
     specified: dict[str, bool] = field(default_factory=dict)
+    mode: str = TRITON
     reason: str = ""
     # Reentrant: a trace is handed over when its request is freed, which a
     # garbage collection may do on this very thread while it holds the lock.
@@ -225,7 +297,7 @@ class Setting:
             self.reason = "tracing is disabled"
         elif self.rate == 0:
             self.reason = "sample rate must be non-zero"
-        elif not self.file.path:
+        elif self.mode == TRITON and not self.file.path:
             self.reason = "trace file name is not given"
 
     def valid(self) -> bool:
@@ -244,6 +316,24 @@ class Setting:
             self._created += 1
             self._pending += 1
             return True
+
+    def sample_forced(self, forced: bool) -> bool:
+        """Mode opentelemetry (Triton's SampleTrace): a request continuing a
+        trace context (``forced``) is traced whatever the rate and count,
+        and still counts for the rate (a count hit when the count is spent
+        samples nothing more)."""
+        with self._lock:
+            hit = False
+            if self.rate != 0:
+                if not self.valid() and not forced:
+                    return False
+                self._sampled += 1
+                hit = self._sampled % self.rate == 0
+                if hit and self.count > 0:
+                    self.count -= 1
+                elif hit and self.count == 0:
+                    hit = False
+            return hit or forced
 
     def sink(self) -> Any:
         """Where one sampled trace goes. One per trace (not kept here): the
@@ -291,32 +381,52 @@ class Tracing:
         self._models: dict[str, Setting] = {}
         self._fallback: set[str] = set()
         self._extras: list[tuple[str, str]] = []
+        self.mode = TRITON
+        self._otel: Optional[OtelExport] = None
         self.configure()
 
     def configure(self, trace_file: str = "", level: int = DISABLED, rate: int = 1000,
                   count: int = -1, log_frequency: int = 0,
-                  extras: Optional[list[tuple[str, str]]] = None) -> None:
+                  extras: Optional[list[tuple[str, str]]] = None, mode: str = TRITON,
+                  otel: Optional[OtelConfig] = None) -> None:
         """The startup settings (the executable's --trace-config): what a
-        cleared global field returns to. Drops every model's setting."""
+        cleared global field returns to. Drops every model's setting. Mode
+        opentelemetry exports spans as ``otel`` says (tritonserver._otel's
+        OtelConfig, which needs the otel extra), and shows its settings."""
+        export: Optional[OtelExport] = None
+        if mode == OPENTELEMETRY:
+            if otel is None:
+                raise InvalidArgumentError("trace mode 'opentelemetry' needs its settings")
+            export = otel.pipeline()
+            extras = list(otel.entries)
         with self._lock:
             old = [getattr(self, "_global", None), *self._models.values()]
+            old_export, self._otel = self._otel, export
+            self.mode = mode
             self._models = {}
             self._fallback = set()
             self._extras = list(extras or [])
             file = self._file(trace_file)
             self._default = Setting(level, rate & _UINT32_MAX, count,
-                                    log_frequency & _UINT32_MAX, file)
+                                    log_frequency & _UINT32_MAX, file, mode=mode)
             self._global = Setting(level, rate & _UINT32_MAX, count,
-                                   log_frequency & _UINT32_MAX, file)
+                                   log_frequency & _UINT32_MAX, file, mode=mode)
             self._refresh()
         for setting in old:
             if setting is not None:
                 setting.retire()
+        if old_export is not None:
+            old_export.shutdown()
 
     def configure_checked(self, trace_file: Any, trace_level: Any, trace_rate: Any,
-                          trace_count: Any, log_frequency: Any) -> None:
+                          trace_count: Any, log_frequency: Any, trace_mode: Any = TRITON,
+                          otel: Optional[OtelConfig] = None) -> None:
         """configure() with Server.configure_tracing's arguments, checked:
-        ``trace_level`` "OFF", "TIMESTAMPS", "TENSORS" or a list of them."""
+        ``trace_level`` "OFF", "TIMESTAMPS", "TENSORS" or a list of them;
+        ``trace_mode`` "triton" or "opentelemetry" (with ``otel``, its settings)."""
+        if trace_mode not in MODES:
+            raise InvalidArgumentError(
+                f"trace_mode must be 'triton' or 'opentelemetry', got {trace_mode!r}")
         names = [trace_level] if isinstance(trace_level, str) else list(trace_level)
         level = 0
         for name in names:
@@ -333,7 +443,8 @@ class Tracing:
                 raise InvalidArgumentError(f"{key} must be an int in range, got {value!r}")
         if not isinstance(trace_file, str):
             raise InvalidArgumentTypeError("trace_file must be a str")
-        self.configure(trace_file, level, trace_rate, trace_count, log_frequency)
+        self.configure(trace_file, level, trace_rate, trace_count, log_frequency,
+                       mode=trace_mode, otel=otel)
 
     def _file(self, path: str) -> TraceFile:
         file = self._files.get(path)
@@ -342,7 +453,9 @@ class Tracing:
         return file
 
     def _refresh(self) -> None:
-        self.active = any(s.level != DISABLED and not s.reason
+        # Mode opentelemetry samples requests that continue a context even
+        # where the rate is 0 (Triton's way to trace only those).
+        self.active = any(s.level != DISABLED and (not s.reason or self.mode == OPENTELEMETRY)
                           for s in (self._global, *self._models.values()))
 
     def settings(self, model_name: Optional[str] = None) -> dict[str, Any]:
@@ -352,8 +465,10 @@ class Tracing:
             s = self._models.get(model_name or "", self._global) if model_name else self._global
         out: dict[str, Any] = {
             "trace_level": level_names(s.level), "trace_rate": str(s.rate),
-            "trace_count": str(s.count), "log_frequency": str(s.log_frequency),
-            "trace_file": s.file.path, "trace_mode": "triton"}
+            "trace_count": str(s.count)}
+        if self.mode == TRITON:
+            out.update(log_frequency=str(s.log_frequency), trace_file=s.file.path)
+        out["trace_mode"] = self.mode
         for key, value in self._extras:
             out[key] = value
         return out
@@ -405,7 +520,8 @@ class Tracing:
             else:
                 self._fallback.add(model_name)
         setting = Setting(values["level"], values["rate"], values["count"],
-                          values["log_frequency"], file, {**specified, "file": file_specified})
+                          values["log_frequency"], file, {**specified, "file": file_specified},
+                          mode=self.mode)
         if not setting.valid() and setting.level != DISABLED:
             raise InvalidArgumentError("Attempting to set invalid trace setting :" + setting.reason)
         if model_name:
@@ -416,19 +532,43 @@ class Tracing:
         if old is not None:
             retired.append(old)
 
-    def attach(self, request: Any, model_name: str) -> None:
+    def attach(self, request: Any, model_name: str,
+               carrier: Optional[Mapping[str, str]] = None) -> None:
         """Send ``request`` (the binding's) with a trace if its setting
-        samples it."""
+        samples it. ``carrier``: the W3C trace context headers a frontend
+        got (mode opentelemetry continues it; in-process, the caller's
+        current span)."""
         setting = self._models.get(model_name, self._global)
-        if setting.level != DISABLED and setting.sample():
-            request.set_trace(setting.level, setting.sink())
+        if setting.level == DISABLED:
+            return
+        export = self._otel
+        if export is None:
+            if setting.sample():
+                request.set_trace(setting.level, setting.sink())
+            return
+        parent = export.incoming(carrier)
+        if parent is not None and not parent.trace_flags.sampled:
+            return  # a parent not sampled: none of its spans would be recorded
+        if setting.sample_forced(parent is not None):
+            request.set_trace(setting.level, export.sink(parent))
+
+    @property
+    def dropped_spans(self) -> int:
+        """Mode opentelemetry: the spans dropped because the export queue
+        was full (0 in mode triton)."""
+        export = self._otel
+        return 0 if export is None else export.dropped
 
     def close(self) -> None:
-        """The server stopped: write what is left and close the files."""
+        """The server stopped: write what is left and close the files;
+        export the spans left (mode opentelemetry)."""
         with self._lock:
             settings = [self._global, *self._models.values()]
             self.active = False
+            export, self._otel = self._otel, None
         for setting in settings:
             setting.retire()
         for file in self._files.values():
             file.close()
+        if export is not None:
+            export.shutdown()

@@ -109,12 +109,13 @@ def test_any_flags_give_options_or_a_clear_refusal(flags, values):
 
 def test_trace_config_to_start_settings():
     assert start_settings([]) == {"trace_file": "", "rate": 1000, "count": -1,
-                                  "log_frequency": 0, "level": DISABLED, "extras": []}
+                                  "log_frequency": 0, "level": DISABLED, "mode": "triton",
+                                  "extras": []}
     got = start_settings(["level=TIMESTAMPS", "level=tensors", "rate=5", "count=9",
                           "triton,file=/t.json", "Triton,log-frequency=2", "triton,other=1",
                           "opentelemetry,url=x"])
     assert got == {"trace_file": "/t.json", "rate": 5, "count": 9, "log_frequency": 2,
-                   "level": TIMESTAMPS | TENSORS, "extras": [("other", "1")]}
+                   "level": TIMESTAMPS | TENSORS, "mode": "triton", "extras": [("other", "1")]}
     assert start_settings(["level=TENSORS", "level=off"])["level"] == DISABLED
 
 
@@ -138,7 +139,11 @@ def test_deprecated_trace_flags_are_read_and_overridden():
     (["rate=x"], None, 'Bad option: "--trace-config rate".\nInvalid option value. Got x'),
     (["count=99999999999"], None, "out of bound"),
     (["level=loud"], None, "invalid value for trace level option: loud"),
-    (["mode=opentelemetry"], None, "'opentelemetry' is not supported"),
+    (["mode=opentelemetry", "opentelemetry,bsp_max_queue_size=x"], None,
+     'Bad option: "--trace-config opentelemetry,bsp_max_queue_size".\nInvalid option value. '
+     'Got x'),
+    (["mode=opentelemetry", "opentelemetry,bsp_schedule_delay=99999999999999999999"], None,
+     "Provided option value is out of bound"),
     (["triton,log-frequency=q"], None, 'Bad option: "--trace-config triton,log-frequency"'),
     ([], {"trace_rate": "x"}, 'Bad option: "--trace-rate"'),
     ([], {"trace_level": ["bad"]}, 'Bad option: "--trace-level"'),
@@ -157,7 +162,8 @@ def test_trace_config_any_text(configs):
         got = start_settings(configs)
     except ValueError:
         return
-    assert set(got) == {"trace_file", "rate", "count", "log_frequency", "level", "extras"}
+    common = {"trace_file", "rate", "count", "log_frequency", "level", "mode"}
+    assert set(got) == common | ({"otel"} if got["mode"] == "opentelemetry" else {"extras"})
 
 
 # ---- metrics as JSON -------------------------------------------------------------------

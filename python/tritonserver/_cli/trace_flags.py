@@ -1,12 +1,14 @@
 """The executable's trace flags: the repeatable ``--trace-config
 [<mode>,]<setting>=<value>`` and the deprecated ``--trace-file``,
-``--trace-level``... read into Tracing.configure's arguments, with its texts."""
+``--trace-level``... read into Tracing.configure's arguments, with its texts.
+Mode opentelemetry's settings are read by tritonserver._otel (which needs the
+otel extra)."""
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from tritonserver._trace import DISABLED, TENSORS, TIMESTAMPS, stoi
+from tritonserver._trace import DISABLED, TENSORS, TIMESTAMPS, option_number, stoi
 
 
 # The executable's deprecated flags: argparse dest -> (flag, what replaces it).
@@ -57,6 +59,7 @@ def start_settings(configs: list[str],
             raise ValueError(f'Bad option: "{DEPRECATED_FLAGS[key][0]}".\n{e}') from None
     global_entries: list[tuple[str, str]] = []
     triton_entries: list[tuple[str, str]] = []
+    otel_entries: list[tuple[str, str]] = []
     mode = "triton"
     for arg in configs:
         comma = arg.find(",")
@@ -75,7 +78,8 @@ def start_settings(configs: list[str],
             triton_entries.append((setting, value))
         elif entry_mode == "":
             global_entries.append((setting, value))
-        # opentelemetry settings are refused below when that mode is chosen
+        else:
+            otel_entries.append((setting, value))
     for setting, value in global_entries:
         try:
             if setting == "rate":
@@ -90,9 +94,14 @@ def start_settings(configs: list[str],
                 out["count"] = _option_int(value)
         except ValueError as e:
             raise ValueError(f'Bad option: "--trace-config {setting}".\n{e}') from None
-    if mode != "triton":
-        raise ValueError("trace mode 'opentelemetry' is not supported by this server: only "
-                         "'triton' (the JSON trace file)")
+    out["level"] = DISABLED if disabled else level
+    out["mode"] = mode
+    if mode == "opentelemetry":
+        # The triton settings (file, log frequency) are not read in this mode.
+        from tritonserver._otel import OtelConfig
+
+        out["otel"] = OtelConfig.parse(otel_entries)
+        return out
     extras: list[tuple[str, str]] = []
     for setting, value in triton_entries:
         try:
@@ -104,7 +113,6 @@ def start_settings(configs: list[str],
                 extras.append((setting, value))
         except ValueError as e:
             raise ValueError(f'Bad option: "--trace-config triton,{setting}".\n{e}') from None
-    out["level"] = DISABLED if disabled else level
     out["extras"] = extras
     return out
 
@@ -118,12 +126,7 @@ def _trace_mode(text: str) -> str:
 
 
 def _option_int(text: str) -> int:
-    try:
-        return stoi(text)
-    except ValueError:
-        raise ValueError(f"Invalid option value. Got {text}") from None
-    except OverflowError:
-        raise ValueError(f"Provided option value is out of bound. Got {text}") from None
+    return option_number(stoi, text)
 
 
 def _option_level(text: str) -> int:
