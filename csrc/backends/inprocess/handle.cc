@@ -301,6 +301,15 @@ py::dict RequestHandle::Parameters() {
   return pyinterop::ParametersToPython(params);
 }
 
+py::object RequestHandle::TraceContext() {
+  TRITONSERVER_InferenceTrace* trace = nullptr;
+  tb::Check(TRITONBACKEND_RequestTrace(request_->handle(), &trace));
+  const char* context = nullptr;
+  if (trace != nullptr) tb::Check(TRITONSERVER_InferenceTraceContext(trace, &context));
+  if (context == nullptr || context[0] == '\0') return py::none();
+  return py::str(context);
+}
+
 py::tuple Inputs(py::object handle) {
   const tb::Request& request = handle.cast<RequestHandle&>().request();
   uint32_t count = 0;
@@ -343,6 +352,8 @@ void RegisterHandleTypes(py::module_& module) {
       .def("timeout_us", &RequestHandle::TimeoutUs)
       .def("requested_outputs", &RequestHandle::RequestedOutputs)
       .def("parameters", &RequestHandle::Parameters)
+      .def("trace_context", &RequestHandle::TraceContext,
+           "The request's trace context (JSON text), or None when it is not traced.")
       .def_property_readonly("finished", &RequestHandle::finished)
       .def_property_readonly("rescheduled", &RequestHandle::rescheduled)
       .def_property_readonly("held", &RequestHandle::held);

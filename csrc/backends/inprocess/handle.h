@@ -74,6 +74,10 @@ class RequestHandle {
   uint64_t TimeoutUs();
   py::tuple RequestedOutputs();
   py::dict Parameters();
+  // The request's trace context (TRITONSERVER_InferenceTraceContext, JSON;
+  // trace mode opentelemetry puts the request span's traceparent there), or
+  // None when the request is not traced or the context is empty.
+  py::object TraceContext();
 
  private:
   tb::Request* request_;

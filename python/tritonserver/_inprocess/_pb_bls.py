@@ -33,6 +33,7 @@ from tritonserver._inprocess._pb_types import (
     running_for,
 )
 from tritonserver._registries import started_server
+from tritonserver._trace import context_carrier
 
 if TYPE_CHECKING:
     from tritonserver._inprocess._request import ModelRequest, ResponseSender
@@ -236,7 +237,10 @@ class InferenceRequest:
         return self._timeout if self._request is None else self._request.timeout_us
 
     def trace(self) -> InferenceTrace:
-        return self._trace if self._request is None else InferenceTrace()
+        if self._request is None:
+            return self._trace
+        carrier = self._request.trace_context
+        return InferenceTrace(json.dumps(carrier) if carrier else None)
 
     # ---- A request execute got -------------------------------------------------
 
@@ -282,7 +286,8 @@ class InferenceRequest:
             inputs={t.name(): t.data() for t in self._inputs},
             request_id=self._id or None, flags=self._flags,
             correlation_id=self._correlation_id or None, timeout=self._timeout,
-            parameters=self._parameters, requested_outputs=self._requested or None)
+            parameters=self._parameters, requested_outputs=self._requested or None,
+            trace_context=context_carrier(self._trace.get_context()))
 
     def _send(self, decoupled: bool) -> Any:
         """Our response iterator for the call."""

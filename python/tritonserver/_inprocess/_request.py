@@ -11,6 +11,7 @@ from tritonserver._enums import DataType, MemoryType, RequestFlag
 from tritonserver._errors import InvalidArgumentError, UnsupportedError
 from tritonserver._inprocess._response import ModelResponse, convert_outputs, error_parts
 from tritonserver._tensor import MemoryBuffer, Tensor, _deserialize_bytes
+from tritonserver._trace import context_carrier
 
 if TYPE_CHECKING:
     from tritonserver._inprocess._backend import RequestHandle
@@ -107,6 +108,13 @@ class ModelRequest:
 
     def is_cancelled(self) -> bool:
         return self._handle.is_cancelled()
+
+    @property
+    def trace_context(self) -> Optional[dict[str, str]]:
+        """The W3C trace context of the request's span when it is traced in
+        trace mode opentelemetry ({"traceparent": ..., "tracestate": ...},
+        for an OpenTelemetry propagator's extract), else None."""
+        return context_carrier(self._handle.trace_context())
 
     @property
     def sender(self) -> "ResponseSender":
