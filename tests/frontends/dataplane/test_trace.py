@@ -18,33 +18,19 @@ import tritonserver
 from conftest import stop_within
 from frontends import support
 from frontends.conftest import Endpoints, start_test_server
+from frontends.dataplane.conftest import ENSEMBLE
 
 import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
 from tritonserver._cli.trace_flags import deprecation_warnings, start_settings  # noqa: E402
-from tritonserver.frontends import KServeGrpc, KServeHttp  # noqa: E402
 
 DEFAULTS = {"trace_level": ["OFF"], "trace_rate": "1000", "trace_count": "-1",
             "log_frequency": "0", "trace_file": "", "trace_mode": "triton"}
 # The core's activities of one request, in the order they happen.
 CORE_TIMESTAMPS = ["REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END",
                    "COMPUTE_OUTPUT_START", "COMPUTE_END", "REQUEST_END"]
-
-
-@pytest.fixture(scope="module")
-def endpoints() -> Iterator[Endpoints]:
-    server = start_test_server(startup_models=["identity_fp32", "add_sub_int32",
-                                               "identity_bytes"])
-    http = KServeHttp(server, KServeHttp.Options(port=0)).start()
-    grpc = KServeGrpc(server, KServeGrpc.Options(port=0)).start()
-    try:
-        yield Endpoints(server, http, grpc, None)  # type: ignore[arg-type]
-    finally:
-        http.stop(timeout=5)
-        grpc.stop(timeout=5)
-        stop_within(server)
 
 
 @pytest.fixture
@@ -146,14 +132,17 @@ def check_request_trace(trace: dict[str, Any], frontend: str) -> None:
     assert core == CORE_TIMESTAMPS
     stamps = [trace["ns"][n] for n in CORE_TIMESTAMPS]
     assert stamps == sorted(stamps)
-    ours = (["HTTP_RECV_START", "HTTP_RECV_END", "HTTP_SEND_START", "HTTP_SEND_END"]
-            if frontend == "http" else
-            ["GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "GRPC_SEND_START", "GRPC_SEND_END"])
+    # As Triton's frontends: the request read, the response complete, then sent.
+    ours = (["HTTP_RECV_START", "HTTP_RECV_END", "INFER_RESPONSE_COMPLETE", "HTTP_SEND_START",
+             "HTTP_SEND_END"] if frontend == "http" else
+            ["GRPC_WAITREAD_START", "GRPC_WAITREAD_END", "INFER_RESPONSE_COMPLETE",
+             "GRPC_SEND_START", "GRPC_SEND_END"])
     assert [n for n in trace["names"] if n not in CORE_TIMESTAMPS] == ours
     # The frontend's clock is the core's: read before the request starts, sent
     # once computing started (the core may end it after the response is sent).
     assert trace["ns"][ours[1]] <= trace["ns"]["REQUEST_START"]
-    assert trace["ns"]["COMPUTE_START"] <= trace["ns"][ours[2]] <= trace["ns"][ours[3]]
+    assert trace["ns"]["COMPUTE_START"] <= trace["ns"][ours[2]] <= trace["ns"][ours[3]] \
+        <= trace["ns"][ours[4]]
 
 
 # ---- Settings ----------------------------------------------------------------------------
@@ -382,14 +371,14 @@ def test_trace_config_flags():
     assert start_settings(["triton,file=/tmp/t.json", "level=TIMESTAMPS", "level=tensors",
                            "rate=1", "count=5", "triton,log-frequency=2"]) == {
         "trace_file": "/tmp/t.json", "level": 4 | 8, "rate": 1, "count": 5,
-        "log_frequency": 2, "extras": []}
+        "log_frequency": 2, "mode": "triton", "extras": []}
     assert start_settings(["level=TIMESTAMPS", "level=OFF"])["level"] == 0
     # The deprecated flags, which --trace-config overrides (a level adds up).
     old = {"trace_file": "/tmp/old.json", "trace_level": ["TENSORS"], "trace_rate": "3",
            "trace_count": "4", "trace_log_frequency": "5"}
     assert start_settings(["rate=7", "level=TIMESTAMPS"], old) == {
         "trace_file": "/tmp/old.json", "level": 4 | 8, "rate": 7, "count": 4,
-        "log_frequency": 5, "extras": []}
+        "log_frequency": 5, "mode": "triton", "extras": []}
     assert deprecation_warnings({"trace_rate": "3"}) == [
         "Warning: '--trace-rate' has been deprecated and will be removed in future releases. "
         "Please use '--trace-config rate=<rate value> instead."]
@@ -452,19 +441,6 @@ def test_serve_flags_end_to_end(tmp_path):
             bad.output()
     finally:
         bad.end()
-
-
-ENSEMBLE = """name: "twice"
-platform: "ensemble"
-max_batch_size: 0
-input [ { name: "IN", data_type: TYPE_FP32, dims: [ -1 ] } ]
-output [ { name: "OUT", data_type: TYPE_FP32, dims: [ -1 ] } ]
-ensemble_scheduling { step [
-  { model_name: "identity_fp32", model_version: -1,
-    input_map { key: "INPUT0", value: "IN" }, output_map { key: "OUTPUT0", value: "MID" } },
-  { model_name: "identity_fp32", model_version: -1,
-    input_map { key: "INPUT0", value: "MID" }, output_map { key: "OUTPUT0", value: "OUT" } } ] }
-"""
 
 
 def test_ensemble_steps_are_child_traces(tmp_path):

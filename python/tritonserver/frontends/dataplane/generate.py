@@ -6,7 +6,7 @@ a generate response's JSON object.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from tritonserver import (
     InferenceResponse,
@@ -23,13 +23,15 @@ from tritonserver.frontends.dataplane.tensors import (JSON_MAX_NESTING_DEPTH, te
                                                       tensor_to_list)
 
 
-def start(server: Server, model_name: str, version: int,
-          request: dict[str, Any]) -> tuple[Any, WireRequest, ModelEntry]:
+def start(server: Server, model_name: str, version: int, request: dict[str, Any],
+          trace_context: Optional[dict[str, str]] = None) -> tuple[Any, WireRequest, ModelEntry]:
     """Sends a generate request: (the responses' async iterator, which
-    yields errors rather than raising them, the call, the model's entry)."""
+    yields errors rather than raising them, the call, the model's entry).
+    ``trace_context``: the W3C trace context headers it came with."""
     entry = state_of(server).entry(server, model_name, version)
     model = entry.model
     call = make_call(model, model_name, version, request)
+    call.trace_context = trace_context
     return send_request(call, server, entry, raise_on_error=False), call, entry
 
 

@@ -21,6 +21,7 @@ from tritonserver._enums import ModelBatchFlag, RequestFlag
 from tritonserver._model import send
 from tritonserver._server import active_tracing
 from tritonserver._submit import RequestSpec, mark
+from tritonserver._trace import context_headers
 from tritonserver.frontends.dataplane.classification import Classification
 from tritonserver.frontends.dataplane.shared_memory import (
     ShmRef,
@@ -197,13 +198,29 @@ async def infer_once(server: Server, call: WireRequest, state: Optional[ServerSt
     return once.response(), entry
 
 
-__all__ = ["WireRequest", "mark", "prepare", "send_request"]  # mark: tritonserver._submit's
+__all__ = ["WireRequest", "mark", "prepare", "send_request",
+           "trace_context_of", "trace_start"]  # mark: tritonserver._submit's
 
 
 def tracing(server: Server) -> bool:
     """Whether a request to ``server`` may be traced (tritonserver._trace):
     the frontends take their timestamps only then."""
     return active_tracing(server) is not None
+
+
+def trace_start(call: RequestSpec, headers: Any, *marks: tuple[str, int]) -> None:
+    """What a frontend gives a call that may be traced: its timestamps taken
+    before sending (``marks``, as Triton's frontends take them) and the W3C
+    trace context among its ``headers`` (HTTP) or metadata (gRPC), which
+    trace mode opentelemetry continues."""
+    call.trace_marks = list(marks)
+    call.trace_context = context_headers(headers)
+
+
+def trace_context_of(server: Server, headers: Any) -> Optional[dict[str, str]]:
+    """The W3C trace context among a request's headers, when a request to
+    ``server`` may be traced (None otherwise, without looking)."""
+    return context_headers(headers) if tracing(server) else None
 
 
 def model_version(entry: ModelEntry, requested: int) -> str:

@@ -217,9 +217,12 @@ def make_call(model: TextModel, generation: Generation) -> WireRequest:
 
 
 def start(server: Server, entry: ModelEntry, model: TextModel, generation: Generation,
-          tokenizer: Optional["Tokenizer"] = None) -> "TextStream":
-    """Send a generation to its model: its stream of text pieces."""
+          tokenizer: Optional["Tokenizer"] = None,
+          trace_context: Optional[dict[str, str]] = None) -> "TextStream":
+    """Send a generation to its model: its stream of text pieces.
+    ``trace_context``: the W3C trace context headers it came with."""
     call = make_call(model, generation)
+    call.trace_context = trace_context
     iterator = send_request(call, server, entry, raise_on_error=False)
     return TextStream(iterator, model, generation, tokenizer)
 

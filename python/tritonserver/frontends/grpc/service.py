@@ -49,6 +49,7 @@ from tritonserver.frontends.dataplane.inference import (
     model_version,
     once_entry,
     send_request,
+    trace_start,
     tracing,
 )
 from tritonserver.frontends.dataplane.headers import forward_headers, forward_regex
@@ -298,10 +299,11 @@ class _Service:
     def model_infer(self, request: Any, context: Any) -> Any:
         read = time.monotonic_ns() if tracing(self.server) else 0
         call, _ = call_from_request(request)
-        forward_headers(self.forward, context.invocation_metadata() or (), call.parameters)
+        metadata = context.invocation_metadata() or ()
+        forward_headers(self.forward, metadata, call.parameters)
         if read:  # the trace's gRPC timestamps, as Triton's frontend takes them
-            call.trace_marks = [("GRPC_WAITREAD_START", read),
-                                ("GRPC_WAITREAD_END", time.monotonic_ns())]
+            trace_start(call, metadata, ("GRPC_WAITREAD_START", read),
+                        ("GRPC_WAITREAD_END", time.monotonic_ns()))
         entry = once_entry(self.state, self.server, call,
                            "ModelInfer RPC doesn't support models with decoupled transaction "
                            "policy; use ModelStreamInfer")
@@ -327,7 +329,8 @@ class _Service:
             return infer_response(self.m, response, call, model_version(entry, call.model_version))
         send_start = time.monotonic_ns()
         out = infer_response(self.m, response, call, model_version(entry, call.model_version))
-        mark(call, ("GRPC_SEND_START", send_start), ("GRPC_SEND_END", time.monotonic_ns()))
+        mark(call, ("INFER_RESPONSE_COMPLETE", send_start), ("GRPC_SEND_START", send_start),
+             ("GRPC_SEND_END", time.monotonic_ns()))
         return out
 
     def model_stream_infer(self, requests: Iterator[bytes], context: Any) -> Iterator[Any]:
@@ -343,9 +346,10 @@ class _Service:
         stream = InferStream(self.server, self.state, self.m, self.inflight, self.client_shm)
         context.add_callback(stream.cancel)  # when the call ends, cancelled or not
         metadata = tuple(context.invocation_metadata() or ())
-        if self.forward is not None:  # the stream's metadata, for each of its requests
-            stream.forward = self.forward
-            stream.headers = metadata
+        # The stream's metadata, for each of its requests: headers forwarded
+        # as parameters, and the trace context (traceparent) they continue.
+        stream.forward = self.forward
+        stream.headers = metadata
         if (GRPC_ERROR_KEY, "true") in metadata:
             # Triton's triton_grpc_error mode: the first error response ends
             # the stream with its status (the core's code as gRPC's).

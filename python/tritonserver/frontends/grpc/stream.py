@@ -7,11 +7,13 @@ from __future__ import annotations
 import collections
 import queue
 import threading
+import time
 from typing import Any, Callable, Iterator, Optional
 
 from tritonserver import Server
 from tritonserver.frontends.dataplane import state as c
-from tritonserver.frontends.dataplane.inference import model_version, select_outputs, send_request
+from tritonserver.frontends.dataplane.inference import (model_version, select_outputs,
+                                                       send_request, trace_start, tracing)
 from tritonserver.frontends.dataplane.headers import forward_headers
 from tritonserver.frontends.dataplane.shared_memory import release_shared_memory
 from tritonserver.frontends.grpc.codec import call_from_request, infer_response, parse_message
@@ -127,9 +129,13 @@ class InferStream:
         """Parses one request of the stream and sends it to the core (on the
         stream's reader, in order); a failure is written in its place."""
         m = self.m
+        read = time.monotonic_ns() if tracing(self.server) else 0
         try:
             call, empty_final = call_from_request(parse_message(m.ModelInferRequest, data))
             forward_headers(self.forward, self.headers, call.parameters)
+            if read:  # the request's read timestamps, and the stream's trace context
+                trace_start(call, self.headers, ("GRPC_WAITREAD_START", read),
+                            ("GRPC_WAITREAD_END", time.monotonic_ns()))
             entry = self.state.entry(self.server, call.model_name, call.model_version)
             sent = _Sent(number, self.out, call, empty_final, entry,
                          model_version(entry, call.model_version))
@@ -139,6 +145,10 @@ class InferStream:
                 iterator = send_request(call, self.server, entry, asynchronous=False,
                                         raise_on_error=False, client_shm=self.client_shm)
                 self.running[number] = iterator
+            # Its timestamps are given: the trace needs no more of the request,
+            # whose records are exported once it is let go (call and _Sent
+            # refer to each other until the stream's collection).
+            call.traced = None
             self.inflight.add(iterator)
         except Exception as e:
             with self.lock:

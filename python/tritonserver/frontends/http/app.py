@@ -46,7 +46,8 @@ from tritonserver.frontends.httpbase.wire import (
     ok_json,
     read_body,
 )
-from tritonserver.frontends.dataplane.inference import WireRequest, infer_once, mark, tracing
+from tritonserver.frontends.dataplane.inference import (WireRequest, infer_once, mark,
+                                                       trace_context_of, trace_start, tracing)
 from tritonserver.frontends.dataplane.log_settings import log_settings_request
 from tritonserver.frontends._restricted import (
     Protocols,
@@ -226,15 +227,16 @@ class _Api:
             call, kinds, default_binary = parse_infer(
                 scope, body, header_length, model_name, version, self.forward)
         if recv_start:  # the trace's HTTP timestamps, as Triton's frontend takes them
-            call.trace_marks = [("HTTP_RECV_START", recv_start),
-                                ("HTTP_RECV_END", time.monotonic_ns())]
+            trace_start(call, scope["headers"], ("HTTP_RECV_START", recv_start),
+                        ("HTTP_RECV_END", time.monotonic_ns()))
         response, entry = await infer_once(server, call, self._state_of(server),
                                            self.settings.allow_client_shm)
         if call.traced is None:
             return infer_reply(headers, entry, response, call, kinds, default_binary)
         send_start = time.monotonic_ns()
         reply = infer_reply(headers, entry, response, call, kinds, default_binary)
-        mark(call, ("HTTP_SEND_START", send_start), ("HTTP_SEND_END", time.monotonic_ns()))
+        mark(call, ("INFER_RESPONSE_COMPLETE", send_start), ("HTTP_SEND_START", send_start),
+             ("HTTP_SEND_END", time.monotonic_ns()))
         return reply
 
     def _state_of(self, server: Server) -> c.ServerState:
@@ -264,7 +266,8 @@ class _Api:
                                        "supported.")
         # Keys as Triton reads them: in order, a repeated one seen twice.
         request = await self._json_body(scope, receive, "generate", _generate_loads)
-        iterator, call, entry = _generate.start(server, model_name, version, request)
+        iterator, call, entry = _generate.start(server, model_name, version, request,
+                                                trace_context_of(server, scope["headers"]))
         try:
             if not stream:
                 return ok_json(await _generate.only_document(iterator, call, entry))

@@ -23,6 +23,7 @@ from tritonserver.frontends._frontend import AsgiFrontend
 from tritonserver.frontends._restricted import Protocols, RestrictedLike
 from tritonserver.frontends.dataplane import state as c
 from tritonserver.frontends.dataplane import text_generation as tg
+from tritonserver.frontends.dataplane.inference import trace_context_of
 from tritonserver.frontends.httpbase import json_codec as _json
 from tritonserver.frontends.httpbase.endpoint import (Endpoint, checked_limits, in_thread,
                                                   server_provider, starlette_errors,
@@ -170,7 +171,8 @@ class _Api:
     async def _run(self, scope: Scope, receive: Receive, send: Send, server: Server, name: str,
                    generation: tg.Generation, include_usage: bool, shape: "_Shape") -> Reply:
         entry, model = self._served(server, name, chat=isinstance(shape, _ChatShape))
-        stream = tg.start(server, entry, model, generation, self.tokenizer)
+        stream = tg.start(server, entry, model, generation, self.tokenizer,
+                          trace_context_of(server, scope["headers"]))
         # The body was read: the next message is the disconnect, whenever it comes,
         # and it cancels the request in the core at once (the model sees
         # is_cancelled(); the stream then ends, or fails CANCELLED).
