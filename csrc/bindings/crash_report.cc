@@ -45,12 +45,12 @@ constexpr const char* kNames[] = {" (SIGSEGV)", " (SIGBUS)", " (SIGILL)", " (SIG
 constexpr int kSignalCount = sizeof(kSignals) / sizeof(kSignals[0]);
 
 struct Report {
-  int fd = STDERR_FILENO;  // where the report goes
+  int fd = STDERR_FILENO;   // where the report goes
   char context[512] = {0};  // what the process was doing (a test's name)
   std::vector<std::string> args;
   std::vector<char*> argv;  // points into args; null-terminated
-  int pid_arg = -1;          // the argument "{pid}" stood for: this process's id
-  char pid_text[24] = {0};   // written at the crash (a forked child reports itself)
+  int pid_arg = -1;         // the argument "{pid}" stood for: this process's id
+  char pid_text[24] = {0};  // written at the crash (a forked child reports itself)
   int timeout_ms = 0;
   struct sigaction previous[kSignalCount];
   bool installed = false;
@@ -301,8 +301,7 @@ void RegisterCrashReport(py::module_& m) {
         }
       },
       py::arg("context"), "What the process is doing, named in a crash report.");
-  m.def("crash_report_installed",
-        [] { return report != nullptr && report->installed; });
+  m.def("crash_report_installed", [] { return report != nullptr && report->installed; });
 }
 
 }  // namespace tritonpy

@@ -49,12 +49,24 @@ def requested() -> bool:
     return os.environ.get(ENVIRONMENT, "").strip().lower() in ("1", "true", "yes", "on", "gdb")
 
 
+def under_sanitizer() -> bool:
+    """Whether AddressSanitizer (or ThreadSanitizer) runs in this process: it
+    reports a crash itself, with every frame, and a debugger reads its
+    shadow memory too slowly to report in time."""
+    try:
+        process = ctypes.CDLL(None)
+    except OSError:
+        return False
+    return any(hasattr(process, name) for name in ("__asan_init", "__tsan_init"))
+
+
 def enable(fd: Optional[int] = None, timeout: float = _DEBUGGER_TIMEOUT) -> bool:
     """Install the crash report for this process, written to ``fd``
     (standard error by default). False, and nothing installed, where there is
-    no debugger. Calling it again only changes ``fd`` and ``timeout``."""
+    no debugger, or under a sanitizer (which reports crashes itself).
+    Calling it again only changes ``fd`` and ``timeout``."""
     gdb = debugger()
-    if gdb is None:
+    if gdb is None or under_sanitizer():
         return False
     _bindings.install_crash_report(_gdb_command(gdb, "{pid}"), timeout,
                                    2 if fd is None else fd)

@@ -27,10 +27,13 @@ def main(argv: Optional[Sequence[str]] = None, end: bool = False) -> int:
 
 def _serve(argv: Optional[Sequence[str]], end: bool) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    if crash_report_requested():
+    if crash_report_requested() and not faulthandler.is_enabled():
         # The Python frames after the native report (tritonserver._crash_report,
         # installed when the core loads).
-        faulthandler.enable()
+        try:
+            faulthandler.enable()
+        except (OSError, ValueError, AttributeError):  # stderr is no file (a test's capture)
+            pass
     if args.ray:
         try:
             from tritonserver.ray._command import run as run_on_ray
