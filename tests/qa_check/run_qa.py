@@ -7,6 +7,8 @@ server repository's qa/L0_*/test.sh run them:
   qa/L0_parameters/parameters_test.py         (5 tests)
   qa/L0_http/http_input_size_limit_test.py    (9 tests)
   qa/L0_http/generate_endpoint_test.py        (18 tests)
+  qa/L0_trace/opentelemetry_unittest.py       (19 tests) and test.sh's other
+                                              OpenTelemetry steps (8; l0_trace.py)
 
 Standalone (not a pytest module, not run in CI): the QA files are read from
 a local mirror of github.com/triton-inference-server/server at run time, and
@@ -35,7 +37,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The example programs' check: its servers, the installed core, the python models.
@@ -43,6 +45,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples_check"))
 import make_repo  # noqa: E402
 import run_examples as ex  # noqa: E402  (puts benchmarks/ on sys.path)
 from tsbench.procs import tail  # noqa: E402
+import l0_trace  # noqa: E402  (beside this file)
 
 PSUTIL_FALLBACK = os.path.join(HERE, "psutil_fallback")
 PORTS = (8000, 8001, 8002)  # http, grpc, metrics: the suites name localhost:8000/8001
@@ -52,7 +55,7 @@ QA_PATHS = (
     "qa/L0_parameters/parameters_test.py", "qa/L0_parameters/model_repository",
     "qa/L0_http/http_input_size_limit_test.py", "qa/L0_http/generate_endpoint_test.py",
     "qa/python_models/add_sub", "qa/python_models/execute_delayed_model",
-    "qa/python_models/generate_models",
+    "qa/python_models/generate_models", *l0_trace.PATHS,
 )
 # Stand-ins for what the QA scripts import and test.sh pip-installs, put on
 # their PYTHONPATH only where the client's Python lacks the real module.
@@ -70,6 +73,7 @@ NOT_RUN = [
     "limits and generate_endpoint_test.py): not asked for here",
     "L0_http's --http-max-input-size=0 / -1024 start-up refusals: test.sh lines, not tests "
     "of http_input_size_limit_test.py",
+    *l0_trace.NOT_RUN,
 ]
 
 
@@ -87,6 +91,9 @@ class Row:
     module: bool = False        # python -m unittest <test> (else python <script> <test>)
     script: str = ""
     cwd: str = ""               # the qa/ folder it runs in (default: the suite's)
+    step: str = ""              # a step of test.sh itself (l0_trace.STEPS), not a test file
+    server_env: Dict[str, str] = field(default_factory=dict)  # the server's environment
+    ports: Tuple[int, ...] = ()  # more ports the row needs free (besides 8000-8002)
 
     @property
     def key(self) -> str:
@@ -176,6 +183,24 @@ def rows() -> List[Row]:
         out.append(Row("L0_http_generate", f"GenerateEndpointTest.{name}", "http", "generate",
                        verbose, "generate", results=1, cwd="L0_http",
                        script="generate_endpoint_test.py"))
+    # ---- qa/L0_trace/test.sh: OpenTelemetry ------------------------------------
+    # opentelemetry_unittest.py on one server (test.sh runs the file whole, 19
+    # tests; each row is one of them, checked as check_test_results checks one).
+    # Each test starts the collector (./otelcol) itself; SageMaker is the
+    # executable's alone.
+    otel = {"exe": l0_trace.EXE_ONLY_FLAGS + l0_trace.UNITTEST_FLAGS,
+            "serve": list(l0_trace.UNITTEST_FLAGS)}
+    for name in l0_trace.UNITTESTS:
+        out.append(Row("L0_trace_opentelemetry", f"OpenTelemetryTest.{name}", "", "trace", otel,
+                       "otel-unittest", results=1, cwd="L0_trace",
+                       script="opentelemetry_unittest.py", server_env=dict(l0_trace.SERVER_ENV),
+                       ports=(l0_trace.OTLP_PORT, l0_trace.SAGEMAKER_PORT)))
+    # test.sh's own OpenTelemetry steps, each on a server of its own (`set -e`
+    # around `kill; wait`: a server that does not stop cleanly fails it).
+    for name, flags in l0_trace.STEP_FLAGS.items():
+        out.append(Row("L0_trace_opentelemetry", f"test.sh.{name}", "", "trace",
+                       {"exe": list(flags), "serve": list(flags)}, f"otel-{name}",
+                       cwd="L0_trace", step=name, ports=(l0_trace.OTLP_PORT,)))
     return out
 
 
@@ -266,6 +291,7 @@ def build_repositories(qa: str, work: str) -> Dict[str, str]:
                             make_repo.IDENTITY)
     make_repo.python_model(repos["size"], "simple_identity", make_repo.IDENTITY_CONFIG,
                             make_repo.IDENTITY)
+    repos["trace"] = l0_trace.build_repository(qa, work)
     return repos
 
 
@@ -286,14 +312,19 @@ class QAServer(ex.Server):
             command += [a for a in self.flags if a.startswith("--allow-client-shm")]
         return command
 
+    extra_env: Dict[str, str] = {}
+    extra_ports: Tuple[int, ...] = ()
+
     def start(self) -> None:
         self.http_port, self.grpc_port, self.metrics_port = PORTS
-        busy = [p for p in PORTS if not _port_free(p)]
+        busy = [p for p in PORTS + self.extra_ports if not _port_free(p)]
         if busy:
-            self.error = f"port(s) {busy} in use: QA's suites need 8000-8002"
+            self.error = (f"port(s) {busy} in use: QA's suites need 8000-8002"
+                          + (f" and {list(self.extra_ports)}" if self.extra_ports else ""))
             return
         env = (self.install.executable_env() if self.kind == "exe"
                else ex.loopback_only(dict(os.environ)))
+        env.update(self.extra_env)
         with open(self.log_path, "ab") as log:
             log.write(("$ " + " ".join(self._command()) + "\n").encode())
             log.flush()
@@ -373,8 +404,31 @@ def results_problem(path: str, expected: int) -> Optional[str]:
     return None
 
 
+def run_step(row: Row, server: QAServer, qa: str, env: dict, log_path: str) -> ex.Result:
+    """A step of qa/L0_trace/test.sh itself (l0_trace.STEPS), judged as
+    test.sh judges it."""
+    out: List[str] = []
+    step = l0_trace.Step(os.path.join(qa, row.cwd), env, server.log_path, out)
+    began = time.monotonic()
+    try:
+        reason = l0_trace.STEPS[row.step](step)
+    except Exception as e:  # the step itself broke
+        reason = f"{type(e).__name__}: {e}"
+    text = "\n".join(out)
+    with open(log_path, "w") as f:
+        f.write(f"# test.sh step {row.step}\n{text}\n# {reason or 'passed'}\n")
+    if server.process is not None and server.process.poll() is not None:
+        server.error = f"exited with status {server.process.returncode} during {row.key}"
+        reason = (reason or "passed") + (f"; the server exited (status "
+                                         f"{server.process.returncode}) during this step")
+    return ex.Result("FAIL" if reason else "PASS", reason or "", text,
+                     time.monotonic() - began)
+
+
 def run_row(row: Row, server: QAServer, qa: str, env: dict, timeout: float,
             log_path: str) -> ex.Result:
+    if row.step:
+        return run_step(row, server, qa, env, log_path)
     cwd = os.path.join(qa, row.cwd or row.suite)
     results_file = os.path.join(cwd, "test_results.txt")
     if os.path.exists(results_file):
@@ -437,6 +491,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     qa = os.path.join(work, "qa")
     print(f"QA files from {args.server_mirror} @ {args.server_ref} ({commit[:12]})", flush=True)
     repos = build_repositories(qa, work)
+    l0_trace.install_collector(qa)
+    if any(r.suite == "L0_trace_opentelemetry" and not r.step for r in table) \
+            and "exe" in servers:
+        problem = l0_trace.sagemaker_model(repos["trace"])
+        if problem:
+            print(f"SageMaker tests: {problem}", flush=True)
     missing = missing_modules()
     env = client_env(args.client_pythonpath, missing)
     for name in missing:
@@ -458,6 +518,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for kind in servers:
             server = QAServer(kind, first.group, repos[first.repo], first.flags[kind], install,
                               logs, work)
+            server.extra_env = dict(first.server_env)
+            server.extra_ports = first.ports
             server.start()
             if not server.error and not server.wait_ready(time.monotonic() + ex.READY_TIMEOUT_S):
                 print(f"[{first.group}] {TITLES[kind]} did not start: {server.error}\n"
@@ -482,6 +544,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"  {i + 1:2d} {TITLES[kind]:10s} {res.status:5s} {res.seconds:6.1f}s "
                       f"{table[i].key}" + (f" -- {res.reason}" if res.reason else ""), flush=True)
 
+    l0_trace.remove_sagemaker_model()
     report(table, results, servers, args.tail)
     print(f"\nlogs: {logs}")
     failed = any(r.status in ("FAIL", "ERROR") for res in results.values() for r in res.values())
