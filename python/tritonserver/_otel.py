@@ -55,6 +55,7 @@ from tritonserver._trace import option_number, stoul
 
 try:
     from opentelemetry import trace as _api
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import Event, ReadableSpan
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -345,8 +346,6 @@ class OtelExport:
         self.resource = Resource.create(attributes)
         exporter = config.exporter
         if exporter is None:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
             url = config.url
             if url is not None and "://" not in url:
                 url = "http://" + url  # Triton's form, host:port/path, is plain HTTP
