@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tritonserver
-from conftest import start_server, stop_within, write_model
+from conftest import failure_output, run_python, start_server, stop_within, write_model
 
 IDENTITY_CONFIG = """
 backend: "python"
@@ -279,6 +279,54 @@ def test_a_model_imports_itself_as_model_as_in_its_stub(tmp_path, monkeypatch):
 
         if not hasattr(sys.modules.get("model"), "_target"):
             sys.modules.pop("model", None)
+
+
+# A program's own ``model`` module whose import makes a collection run a
+# finalizer that asks ``model`` for an attribute: the alias looks for the
+# module while the import runs.
+FINALIZER_ASKS = """
+import gc
+import sys
+
+
+class Cycle:
+    def __del__(self):
+        sys.stdout.write("finalizer asked: %s\\n" % hasattr(sys.modules["model"], "OWNER"))
+
+
+c = Cycle()
+c.me = c
+del c
+gc.collect()
+OWNER = "the program"
+"""
+
+
+def test_a_finalizer_asking_model_while_it_imports_neither_deadlocks_nor_recurses(tmp_path):
+    """The alias (``_pb_alias``) imports a program's own ``model`` module on
+    first use outside the models' hooks; code run by that import, a
+    finalizer of a collection it triggers among it, may ask ``model`` again.
+    The first version held a lock across the import and deadlocked there."""
+    repo = tmp_path / "repo"
+    _folder(repo, "first", {"model.py": SELF_IMPORT.format(value=1.0)})
+    own = tmp_path / "program"
+    own.mkdir()
+    (own / "model.py").write_text(FINALIZER_ASKS)
+    out = run_python(f"""
+        import sys
+        import numpy as np
+        import tritonserver
+        server = tritonserver.Server(model_repository={str(repo)!r}, python_backend="inprocess",
+                                     exit_timeout=10).start(wait_until_ready=True)
+        response = next(server.model("first").infer(inputs={{"INPUT0": np.ones(1, np.float32)}}))
+        sys.path.insert(0, {str(own)!r})
+        import model
+        print("owner:", model.OWNER)
+        server.stop()
+    """, timeout=60)
+    assert out.returncode == 0, failure_output(out, 2000, 4000)
+    assert "finalizer asked: False" in out.stdout  # not there yet, on the importing thread
+    assert "owner: the program" in out.stdout
 
 
 FAILING = """

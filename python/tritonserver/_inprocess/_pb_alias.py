@@ -28,6 +28,7 @@ from typing import Any, Optional
 from tritonserver._inprocess._pb_types import current_model
 
 _lock = threading.Lock()
+_importing = threading.local()  # this thread imports a program's own module of the name
 
 
 class _ModelAlias(types.ModuleType):
@@ -35,7 +36,7 @@ class _ModelAlias(types.ModuleType):
 
     def __init__(self, name: str):
         super().__init__(name, "The python model file of the model whose hook is running.")
-        self._outside: Optional[Any] = None
+        self._outside: Optional[Any] = None  # the module of this name on sys.path
 
     def _target(self) -> Optional[Any]:
         context = current_model()
@@ -47,14 +48,31 @@ class _ModelAlias(types.ModuleType):
 
     def _elsewhere(self) -> Optional[Any]:
         """The module of this name on sys.path, imported the first time it
-        is found there (outside any model's hooks)."""
-        with _lock:
+        is found there (outside any model's hooks); looked for again while
+        there is none (the program may put one on sys.path later).
+
+        No lock is held while it is looked for and imported: that runs
+        arbitrary code, and a collection during it can run a finalizer that
+        asks this module again (a lock held here deadlocked that thread on
+        itself). Two threads may both import it; the first one kept wins.
+        Asked again on the thread that imports it (by that import's own
+        code, or a finalizer it triggers), it is not there yet."""
+        if self._outside is not None:
+            return self._outside
+        if getattr(_importing, "active", False):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(self.__name__)
+        if spec is None or spec.loader is None:
+            return None
+        module = importlib.util.module_from_spec(spec)
+        _importing.active = True
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            _importing.active = False
+        with _lock:  # nothing but the swap under it
             if self._outside is None:
-                spec = importlib.machinery.PathFinder.find_spec(self.__name__)
-                if spec is not None and spec.loader is not None:
-                    module = importlib.util.module_from_spec(spec)
-                    spec.loader.exec_module(module)
-                    self._outside = module
+                self._outside = module
             return self._outside
 
     def __getattr__(self, name: str) -> Any:
@@ -74,11 +92,9 @@ def install(stem: str) -> None:
     """Let the models' hooks ``import <stem>`` (their file's name): an alias
     in sys.modules unless a module of that name is imported already (then
     that one stays what the name imports)."""
-    if not stem.isidentifier():
+    if not stem.isidentifier() or stem in sys.modules:
         return
-    with _lock:
-        if stem not in sys.modules:
-            sys.modules[stem] = _ModelAlias(stem)
+    sys.modules.setdefault(stem, _ModelAlias(stem))  # one step under the GIL
 
 
 class _Argv(list):  # type: ignore[type-arg]
@@ -108,6 +124,10 @@ class _Argv(list):  # type: ignore[type-arg]
 
 def install_argv() -> None:
     """sys.argv as _Argv (same contents), once."""
+    current = sys.argv
+    if isinstance(current, _Argv):
+        return
+    wrapped = _Argv(current)  # made before the lock: nothing is allocated under it
     with _lock:
-        if not isinstance(sys.argv, _Argv):
-            sys.argv = _Argv(sys.argv)
+        if sys.argv is current:
+            sys.argv = wrapped
