@@ -300,7 +300,14 @@ def tls_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    """A line of serve's own on standard error. A line that cannot be written
+    (a supervisor that stopped reading closed the pipe) is dropped: serving
+    goes on, and the exit status stays what it would have been (a write
+    that raised in the signal handler ended a clean stop with status 1)."""
+    try:
+        print(message, file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # EPIPE; or the stream closed
+        pass
 
 
 class Signals:
@@ -337,6 +344,9 @@ def end_process(code: int, stop_started: float) -> NoReturn:
     would make the printed figure untrue."""
     atexit._run_exitfuncs()
     say(f"tritonserver serve: stopped in {time.monotonic() - stop_started:.1f} s")
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # nobody reads any more: nothing to flush to
+            pass
     os._exit(code)

@@ -8,6 +8,7 @@ import json
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -75,6 +76,33 @@ def test_serve_answers_tritonclient_and_exits_cleanly_on_sigterm():
         assert "stopped in" in serve.output()
     finally:
         serve.end()
+
+
+def test_serve_exits_0_on_sigterm_after_its_supervisor_stopped_reading():
+    """A supervisor that reads serve's output until it is ready, then closes
+    the pipe: every later line fails with EPIPE. Those lines are dropped;
+    the stop stays clean (the signal handler's line raised BrokenPipeError
+    into the main thread, and serve exited with status 1)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tritonserver", "serve", *serve_flags("--log-info", "true")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        assert process.stdout is not None
+        seen = b""
+        deadline = time.monotonic() + 120
+        while b"tritonserver serve: ready" not in seen and time.monotonic() < deadline:
+            chunk = process.stdout.read1(65536)
+            if not chunk:
+                break
+            seen += chunk
+        assert b"tritonserver serve: ready" in seen, seen[-3000:]
+        process.stdout.close()  # nobody reads any more
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
 
 
 def test_serve_explicit_mode_sigint_and_flags():
