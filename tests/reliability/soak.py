@@ -1113,6 +1113,88 @@ def print_serve_output(serve: Any, stacks: str = "") -> None:
           flush=True)
 
 
+@scenario("serve-sigterm-unread", needs=("tritonclient.http",))
+def serve_sigterm_unread(run: Run) -> None:
+    """python -m tritonserver serve under a supervisor that reads its output
+    until it is ready, then closes the pipe (issue 53's third sighting: serve
+    exited 1 after SIGTERM), with HTTP requests in flight and the model
+    unloaded and loaded again meanwhile: it must exit 0 on SIGTERM."""
+    httpclient = optional_module("tritonclient.http")
+    utils = optional_module("tritonclient.utils")
+    repo = in_flight_repository(run, "sleep_us")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tritonserver", "serve", "--model-repository", repo,
+         "--model-control-mode", "explicit", "--load-model", "*", "--http-port", "0",
+         "--grpc-port", "0", "--metrics-port", "0", "--log-verbose", "1",
+         "--exit-timeout-secs", str(SERVE_EXIT_TIMEOUT_S)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    signalled = threading.Event()
+    try:
+        assert process.stdout is not None
+        seen = b""
+        deadline = time.monotonic() + 120
+        while b"tritonserver serve: ready" not in seen and time.monotonic() < deadline:
+            chunk = process.stdout.read1(65536)
+            if not chunk:
+                break
+            seen += chunk
+        text = seen.decode("utf-8", "replace")
+        if "tritonserver serve: ready" not in text:
+            print(text, flush=True)
+            raise RuntimeError("serve did not become ready")
+        started = re.search(r"Started HTTPService at \S+:(\d+)", text)
+        assert started is not None, text
+        port = int(started.group(1))
+        process.stdout.close()  # the supervisor stops reading: every later line gets EPIPE
+
+        def new_client() -> Any:  # one per thread: a tritonclient HTTP client is not shared
+            return httpclient.InferenceServerClient(
+                f"127.0.0.1:{port}", connection_timeout=CLIENT_TIMEOUT_S,
+                network_timeout=CLIENT_TIMEOUT_S)
+
+        client, controller = new_client(), new_client()
+
+        def one(i: int) -> None:
+            x = np.arange(1 + i % 9, dtype=np.float32) + i
+            tensor = httpclient.InferInput("INPUT0", list(x.shape), "FP32")
+            tensor.set_data_from_numpy(x)
+            run.checker.same(client.infer("identity_fp32", [tensor]).as_numpy("OUTPUT0"), x,
+                             f"http identity_fp32 #{i}")
+
+        def control(i: int) -> None:  # verbose log lines that nobody reads
+            controller.unload_model("repeat_int32")
+            controller.load_model("repeat_int32")
+
+        threads = traffic(run, [("http identity_fp32", one), ("model control", control)],
+                          lambda e: signalled.is_set()
+                          or isinstance(e, utils.InferenceServerException))
+        run.pause(0.3, 1.5)
+        signalled.set()
+        process.send_signal(signal.SIGTERM)
+        run.stop.set()
+        limit = SERVE_EXIT_TIMEOUT_S + SERVE_EXIT_MARGIN_S
+        try:
+            code = process.wait(limit)
+        except subprocess.TimeoutExpired:
+            from tritonserver import _crash_report
+
+            print("".join(f"native stacks of process {pid}:\n"
+                          f"{_crash_report.native_backtraces(pid, timeout=60)}"
+                          for pid in [process.pid] + _crash_report.descendants(process.pid)),
+                  flush=True)
+            raise Hung(f"serve did not exit within {limit:.0f} s of SIGTERM") from None
+        if code < 0:
+            raise ChildSignal(f"serve died of signal {-code} ({signal_name(-code)})")
+        if code != 0:
+            raise RuntimeError(f"serve exited with status {code} after SIGTERM, not 0 (its "
+                               "output was not read: see its exit status only)")
+        join_all(threads, "clients after serve's exit")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
+
+
 # ---- Scenarios: lifecycle -----------------------------------------------------------------
 
 

@@ -8,7 +8,7 @@ import sys
 import traceback
 from typing import Optional, Sequence
 
-from tritonserver._cli.serve_flags import build_parser, say
+from tritonserver._cli.serve_flags import build_parser, end_process, say
 from tritonserver._crash_report import requested as crash_report_requested
 
 
@@ -20,8 +20,13 @@ def main(argv: Optional[Sequence[str]] = None, end: bool = False) -> int:
     try:
         return _serve(argv, end)
     except Exception as e:
-        traceback.print_exc()
+        try:
+            traceback.print_exc()
+        except (OSError, ValueError):  # nobody reads our output any more
+            pass
         say(f"tritonserver serve: exiting with status 1: unexpected {type(e).__name__}: {e}")
+        if end:
+            end_process(1, None)
         return 1
 
 

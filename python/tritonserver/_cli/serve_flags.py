@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Optional
 
 from tritonserver._cli import option_flags
 from tritonserver._options import ServeOptions
@@ -335,15 +335,18 @@ class Signals:
 
 
 
-def end_process(code: int, stop_started: float) -> NoReturn:
+def end_process(code: int, stop_started: Optional[float]) -> NoReturn:
     """The command's last step once serving stopped: the atexit handlers
-    (stub processes, servers a stop gave up on), then the time the stop took,
-    then the end of the process. It skips the native libraries' static
-    destructors: the core's metrics thread alone holds the exit up to half
-    of --metrics-interval-ms (it sleeps that long between polls), which
-    would make the printed figure untrue."""
+    (stub processes, servers a stop gave up on), then the time the stop took
+    (when one was timed), then the end of the process. It skips the native
+    libraries' static destructors: the core's metrics thread alone holds the
+    exit up to half of --metrics-interval-ms (it sleeps that long between
+    polls), which would make the printed figure untrue; and it waits for no
+    thread (a frontend's or a stop's thread left by an error would hold the
+    exit forever)."""
     atexit._run_exitfuncs()
-    say(f"tritonserver serve: stopped in {time.monotonic() - stop_started:.1f} s")
+    if stop_started is not None:
+        say(f"tritonserver serve: stopped in {time.monotonic() - stop_started:.1f} s")
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
