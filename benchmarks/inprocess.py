@@ -69,15 +69,7 @@ def main(argv: list) -> int:
 
     if not interleaved.each_round(args, wanted, measure):
         return 1
-    results = {s: {w: interleaved.spread(v) for w, v in by_w.items()} for s, by_w in runs.items()}
-    ratios: dict = {s: {w: results[s][w]["median"] / results[b][w]["median"] for w in WORKLOADS}
-                    for s, b in BASELINES.items() if s in results and b in results}
-    print("\n| system | sync inf/s | async64 inf/s | vs | sync ratio | async64 ratio |")
-    print("|---|---|---|---|---|---|")
-    for s in wanted:
-        cells = [interleaved.cell(results[s][w]) for w in WORKLOADS]
-        ratio = [f"{ratios[s][w]:.2f}x" if s in ratios else "1" for w in WORKLOADS]
-        print(f"| {s} | " + " | ".join(cells + [BASELINES.get(s, "")] + ratio) + " |")
+    results, ratios = interleaved.baseline_table(runs, BASELINES, WORKLOADS)
     if "inprocess" in results:
         ratios["inprocess_vs_pytriton_sync"] = results["inprocess"]["sync"]["median"] / PYTRITON_SYNC
         print(f"\ninprocess sync / PyTriton's 230/s: {ratios['inprocess_vs_pytriton_sync']:.0f}x")

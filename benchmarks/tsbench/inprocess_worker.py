@@ -30,7 +30,6 @@ Prints one JSON line on stdout.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import tempfile
@@ -41,7 +40,8 @@ if not __package__:
 
 import numpy as np  # noqa: E402
 
-from tsbench import api_calls, loops  # noqa: E402
+from tsbench import loops  # noqa: E402
+from tsbench.local_or_served import LocalOrServed, served  # noqa: E402
 
 SYSTEMS = ("inprocess", "inprocess-pb-utils", "python-backend", "bls-inprocess", "bls-stub",
            "serve-http-inprocess", "serve-http-stub", "gil-inprocess", "gil-stub")
@@ -131,7 +131,7 @@ def _repository(backend: str) -> str:
     return repo
 
 
-class PythonModels(loops.System):
+class PythonModels(LocalOrServed):
     def __init__(self, system: str):
         import tritonserver
 
@@ -165,53 +165,14 @@ class PythonModels(loops.System):
             self.model = self.server.model(model)
         self.startup_s = time.perf_counter() - t0
 
-    def sync_call(self, x: np.ndarray) -> loops.Call:
-        if self.serving is not None:
-            return self.serving[1].sync_call(x)
-        return api_calls.infer_call(self.model, x)
-
-    def thread_call_factories(self, x: np.ndarray, n: int) -> list:
-        return [lambda: self.sync_call(x)] * n
-
-    @contextlib.asynccontextmanager
-    async def async_session(self, x: np.ndarray):
-        if self.serving is not None:
-            async with self.serving[1].async_session(x) as call:
-                yield call
-            return
-        yield api_calls.async_infer_call(self.model, x)
-
-    def verify(self, x: np.ndarray) -> None:
-        if self.serving is not None:
-            self.serving[1].verify(x)
-            return
-        y = api_calls.output(self.model, x)
-        if y.dtype != np.float32 or not np.array_equal(y, x):
-            raise SystemExit(f"{self.name}: the output differs from the input")
-
-    def close(self) -> None:
-        if self.serving is not None:
-            self.serving[1].close()
-            self.serving[0].stop()
-        else:
-            self.server.stop()
-
 
 def _served_client(mode: str) -> tuple:
     """(the serve process, a tritonclient HTTP client of it) for the
     identity model.py behind ``serve --python-backend <mode>``."""
-    from tsbench.client_worker import TritonClient
-    from tsbench.serve_server import ServeServer
-
     repo = tempfile.mkdtemp(prefix="tsbench-serve-py-")
     _write_model(repo, "identity_fp32", MODEL_PY)
     log = os.path.join(tempfile.gettempdir(), f"tsbench-serve-python-{mode}.log")
-    server = ServeServer(repo, log, extra=["--python-backend", mode]).start()
-    try:
-        return server, TritonClient("http", server.http_url)
-    except BaseException:
-        server.stop()
-        raise
+    return served(repo, log, ["--python-backend", mode])
 
 
 def main() -> None:

@@ -98,6 +98,23 @@ def print_ratios(ratios: dict) -> None:
         print(f"| {name} | {r['value']:.2f} | {target} | {met} |")
 
 
+def baseline_table(runs: dict, baselines: dict, workloads: tuple) -> "tuple[dict, dict]":
+    """The spreads of ``runs`` ({system: {workload: [inferences/s]}}) and each
+    system's ratios to its baseline's median ({system: baseline}); prints
+    them as a Markdown table, systems in ``runs``' order."""
+    results = {s: {w: spread(v) for w, v in by_w.items()} for s, by_w in runs.items()}
+    ratios: dict = {s: {w: results[s][w]["median"] / results[b][w]["median"] for w in workloads}
+                    for s, b in baselines.items() if s in results and b in results}
+    print("\n| system | " + " | ".join(f"{w} inf/s" for w in workloads) + " | vs | "
+          + " | ".join(f"{w} ratio" for w in workloads) + " |")
+    print("|---|" + "---|" * (2 * len(workloads) + 1))
+    for s in runs:
+        cells = [cell(results[s][w]) for w in workloads]
+        ratio = [f"{ratios[s][w]:.2f}x" if s in ratios else "1" for w in workloads]
+        print(f"| {s} | " + " | ".join(cells + [baselines.get(s, "")] + ratio) + " |")
+    return results, ratios
+
+
 def cell(figure: dict) -> str:
     """'median (min-max)' of a spread, in inferences/s."""
     return f"{figure['median']:,.0f} ({figure['min']:,.0f}-{figure['max']:,.0f})"

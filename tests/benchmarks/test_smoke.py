@@ -1,7 +1,8 @@
 """Smoke tests of the benchmark harness: `benchmarks/run.py --quick` and
 `benchmarks/onnx_backend.py --quick` and `benchmarks/scale_out.py --quick` work end to end and write complete results
-documents; so do `benchmarks/frameworks.py --quick`, `benchmarks/openai_stream.py --quick`
-and `benchmarks/hotpath.py --quick` (where Linux perf may sample).
+documents; so do `benchmarks/frameworks.py --quick`, `benchmarks/openai_stream.py --quick`,
+`benchmarks/tracing.py --quick` and `benchmarks/hotpath.py --quick` (where Linux perf may
+sample).
 
 It measures nothing that is checked: no figure is compared with a time or a
 rate, only the document's shape (every system x workload present, numbers
@@ -311,6 +312,23 @@ def test_quick_openai_stream_run_writes_every_figure(tmp_path):
         assert figures["requests"] == doc["requests"] * doc["rounds"]
         for key in ("ttft_ms", "tokens_per_s"):
             assert all(_positive(figures[key][k]) for k in ("median", "min", "max")), figures
+
+
+TRACING = os.path.join(REPO, "benchmarks", "tracing.py")
+
+
+@pytest.mark.timeout(240)
+def test_quick_tracing_run_writes_every_figure(tmp_path):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    doc = _run_quick(TRACING, tmp_path / "tracing.json", 200)
+    assert set(doc["results"]) == {"python-api", "python-api-otel", "serve-http",
+                                   "serve-http-otel"}
+    for figures in doc["results"].values():
+        for workload in ("sync", "async64"):
+            assert all(_positive(figures[workload][k]) for k in ("median", "min", "max"))
+    assert set(doc["ratios"]) == {"python-api-otel", "serve-http-otel"}
+    assert doc["sink"]["exports"] > 0 and doc["sink"]["bytes"] > 0  # the spans went out
 
 
 def _perf_usable() -> bool:
