@@ -38,6 +38,7 @@ from frontends.conftest import Endpoints  # noqa: E402
 from frontends.dataplane.conftest import ENSEMBLE  # noqa: E402
 from frontends.otlp_receiver import Receiver  # noqa: E402
 from tritonserver._server import tracing_of  # noqa: E402
+from tritonserver.frontends import KServeHttp  # noqa: E402
 
 CLIENT_TRACE = "0af7651916cd43dd8448eb211c12666c"
 CLIENT_SPAN = "b7ad6b7169242424"
@@ -406,6 +407,46 @@ def test_python_models_read_their_span_context(tmp_path: Any, receiver: Receiver
         assert {s["traceId"] for s in spans} == {outer["traceId"]}
     finally:
         stop_within(server)
+
+
+# ---- generate and OpenAI -----------------------------------------------------------------
+
+class Echo(tritonserver.PythonModel):
+    """A text model: "said: <text_input>"."""
+
+    def execute(self, requests: Any) -> Any:
+        return [{"text_output": np.array([b"said: " + r.inputs["text_input"].reshape(-1)[0]],
+                                         dtype=object)} for r in requests]
+
+
+def test_generate_and_openai_continue_the_clients_trace(receiver: Receiver):
+    pytest.importorskip("fastapi")
+    import requests
+
+    from tritonserver.frontends import OpenAI
+
+    server = tritonserver.Server(model_control_mode=tritonserver.ModelControlMode.EXPLICIT)
+    server.register_model("echo", Echo, inputs={"text_input": (bytes, [1])},
+                          outputs={"text_output": (bytes, [1])})
+    server.start(wait_until_ready=True, timeout=120)
+    receiver.clear()
+    try:
+        otel(server, receiver)
+        with KServeHttp(server, KServeHttp.Options(port=0)) as http, \
+                OpenAI(server, OpenAI.Options(port=0)) as openai:
+            reply = requests.post(f"http://{http.url}/v2/models/echo/generate",
+                                  json={"text_input": "hi"}, headers=CLIENT, timeout=30)
+            assert reply.json()["text_output"] == "said: hi"
+            reply = requests.post(f"{openai.url}/completions", headers=CLIENT, timeout=30,
+                                  json={"model": "echo", "prompt": "hello"})
+            assert reply.json()["choices"][0]["text"] == "said: hello"
+            spans = receiver.wait_spans(6)
+    finally:
+        stop_within(server)
+    roots = by_name(spans, "InferRequest")
+    assert len(roots) == 2
+    assert {(r["traceId"], r["parentSpanId"]) for r in roots} == {(CLIENT_TRACE, CLIENT_SPAN)}
+    assert tree(spans) == {"InferRequest": ["echo", "echo"], "echo": ["compute", "compute"]}
 
 
 # ---- serve -------------------------------------------------------------------------------
