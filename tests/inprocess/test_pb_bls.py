@@ -240,6 +240,10 @@ class TritonPythonModel:
         self.counter = self.requests.Metric(labels=labels)
         self.gauge = self.depth.Metric(labels=labels)
         self.histogram = self.sizes.Metric(labels=labels, buckets=[1.0, 10.0])
+        # A metric whose family object the model dropped: refused, as in the python backend.
+        self.orphan = pb_utils.MetricFamily(
+            name="test_inprocess_orphan", description="dropped",
+            kind=pb_utils.MetricFamily.GAUGE).Metric(labels=labels)
 
     def execute(self, requests):
         out = []
@@ -251,7 +255,8 @@ class TritonPythonModel:
             errors = []
             for call in (lambda: self.counter.set(3), lambda: self.counter.increment(-1),
                          lambda: self.histogram.value(), lambda: self.sizes.Metric(labels={}),
-                         lambda: self.requests.Metric(labels={}, buckets=[1.0])):
+                         lambda: self.requests.Metric(labels={}, buckets=[1.0]),
+                         lambda: self.orphan.set(1), lambda: self.orphan.value()):
                 try:
                     call()
                     errors.append(None)
@@ -373,6 +378,8 @@ def test_custom_metrics_appear_on_the_servers_metrics(bls_server):
     assert errors[1] != b"None"  # a counter never goes down
     assert errors[2] != b"None"  # a histogram has no single value
     assert b"buckets" in errors[3] and b"buckets" in errors[4]
+    deleted = b"Invalid metric operation as the corresponding 'MetricFamily' has been deleted."
+    assert errors[5] == errors[6] == deleted
     text = bls_server.metrics()
     assert 'test_inprocess_requests_total{model="metrics"} 2' in text
     assert 'test_inprocess_depth{model="metrics"} 30' in text

@@ -3,11 +3,14 @@
 ``Metric(labels, buckets)``, on the core's custom-metrics API (the
 inprocess backend's MetricFamily and Metric types), so they appear on the
 server's ``/metrics`` beside Triton's own. A metric lives while the model
-holds it; a family while it or any of its metrics is held."""
+holds it, its family's series in the core while it or any of its metrics is
+held; but as in the python backend (2024 onwards), a metric whose
+``MetricFamily`` object the model deleted refuses every operation."""
 
 from __future__ import annotations
 
 import enum
+import weakref
 from typing import Any, Callable, Optional, TypeVar
 
 from tritonserver._errors import TritonError as _ServerError
@@ -41,23 +44,36 @@ def _core(call: Callable[[], T]) -> T:
         raise TritonModelException(str(e)) from None
 
 
+# The python backend's text for a metric used after its family was deleted.
+FAMILY_DELETED = "Invalid metric operation as the corresponding 'MetricFamily' has been deleted."
+
+
 class Metric:
     """One metric: a family's series for one set of labels."""
 
-    def __init__(self, made: Any):
+    def __init__(self, made: Any, family: "MetricFamily"):
         self._metric = made
+        self._family = weakref.ref(family)
+
+    def _made(self) -> Any:
+        if self._family() is None:
+            raise TritonModelException(FAMILY_DELETED)
+        return self._metric
 
     def increment(self, value: float) -> None:
-        _core(lambda: self._metric.increment(float(value)))
+        metric = self._made()
+        _core(lambda: metric.increment(float(value)))
 
     def set(self, value: float) -> None:
-        _core(lambda: self._metric.set(float(value)))
+        metric = self._made()
+        _core(lambda: metric.set(float(value)))
 
     def observe(self, value: float) -> None:
-        _core(lambda: self._metric.observe(float(value)))
+        metric = self._made()
+        _core(lambda: metric.observe(float(value)))
 
     def value(self) -> float:
-        return float(_core(self._metric.value))
+        return float(_core(self._made().value))
 
 
 class MetricFamily:
@@ -84,4 +100,4 @@ class MetricFamily:
             if not isinstance(key, str) or not isinstance(value, str):
                 raise TypeError("Metric: labels must map str to str")
         floats = None if buckets is None else [float(b) for b in buckets]
-        return Metric(_core(lambda: _backend().Metric(self._family, labels, floats)))
+        return Metric(_core(lambda: _backend().Metric(self._family, labels, floats)), self)
