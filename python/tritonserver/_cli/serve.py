@@ -30,8 +30,26 @@ def main(argv: Optional[Sequence[str]] = None, end: bool = False) -> int:
         return 1
 
 
+def _whole_lines() -> None:
+    """Standard output and error written a whole line at a time. Models run
+    in this process print to them while the core's threads write the log to
+    the same file; written unbuffered (PYTHONUNBUFFERED, python -u), a print's
+    text and its newline were two writes, and a log line fell between them
+    (QA greps the log for lines the models print). Line by line, each line is
+    one write, and nothing waits in a buffer."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(line_buffering=True, write_through=False)
+            except (OSError, ValueError):
+                pass
+
+
 def _serve(argv: Optional[Sequence[str]], end: bool) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if end:  # the process is serve's own
+        _whole_lines()
     if crash_report_requested() and not faulthandler.is_enabled():
         # The Python frames after the native report (tritonserver._crash_report,
         # installed when the core loads).

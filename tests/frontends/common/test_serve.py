@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 
@@ -103,6 +104,32 @@ def test_serve_exits_0_on_sigterm_after_its_supervisor_stopped_reading():
         if process.poll() is None:
             process.kill()
             process.wait(30)
+
+
+def test_serve_writes_whole_lines_when_unbuffered():
+    """Under python -u (PYTHONUNBUFFERED), a print's text and its newline
+    were two writes, and a line another thread wrote to the same stream fell
+    between them. serve's streams write a line at a time (in-process models
+    print while the core logs)."""
+    code = textwrap.dedent("""
+        import os, sys, threading
+        from tritonserver._cli.serve import _whole_lines
+        _whole_lines()
+        def log():
+            for _ in range(20000):
+                os.write(1, b"a line of the core's log\\n")
+        t = threading.Thread(target=log)
+        t.start()
+        for _ in range(20000):
+            print("Finalize complete...")
+        t.join()
+    """)
+    out = subprocess.run([sys.executable, "-u", "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert lines.count("Finalize complete...") == 20000
+    assert lines.count("a line of the core's log") == 20000
 
 
 def test_serve_explicit_mode_sigint_and_flags():
