@@ -371,6 +371,8 @@ class TritonPythonModel:
         out = []
         for request in requests:
             mode = int(pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()[0])
+            if mode == 5:  # execute returns None, and nothing will answer
+                return None
             sender = request.get_response_sender()
             assert sender is request.get_response_sender()
             response = pb_utils.InferenceResponse(
@@ -393,6 +395,13 @@ class TritonPythonModel:
                     raise AssertionError("a second response was taken")
             elif mode == 3:  # the final flag first: the batch fails with that text
                 sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            elif mode == 4:  # execute returns None; the response, then the flag, come later
+                def later(sender=sender, response=response):
+                    time.sleep(0.2)
+                    sender.send(response)
+                    sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                threading.Thread(target=later, daemon=True).start()
+                return None
             out.append(None)
         return out
 """
@@ -401,13 +410,14 @@ class TritonPythonModel:
 def test_a_model_that_is_not_decoupled_answers_through_its_response_sender(tmp_path):
     """The python backend's response sender on a model that is not
     decoupled (qa/L0_backend_python response_sender): exactly one response,
-    sent during execute or after it returned; its rules' texts."""
+    sent during execute or after it returned (execute returning a list of
+    None, or None); its rules' texts."""
     repo = tmp_path / "repo"
     _folder(repo, "sender", {"model.py": SENDER})
     server = start_server(model_repository=str(repo), python_backend="inprocess")
     try:
         model = server.model("sender")
-        for mode in (0, 1, 2):
+        for mode in (0, 1, 2, 4):
             responses = list(model.infer(inputs={"INPUT0": np.array([mode], np.float32)}))
             assert len(responses) == 1
             assert np.from_dlpack(responses[0].outputs["OUTPUT0"]).tolist() == [mode]
@@ -415,6 +425,9 @@ def test_a_model_that_is_not_decoupled_answers_through_its_response_sender(tmp_p
                            match="Non-decoupled model cannot send complete final before "
                                  "sending a response"):
             list(model.infer(inputs={"INPUT0": np.array([3], np.float32)}))
+        # None from execute with no sender taken: nothing could answer; a clear error, not a hang.
+        with pytest.raises(tritonserver.InternalError, match="no response sender was taken"):
+            list(model.infer(inputs={"INPUT0": np.array([5], np.float32)}))
         assert model.ready()
     finally:
         stop_within(server)

@@ -215,10 +215,18 @@ def answer(loaded: LoadedModel, instance: ModelInstance, handles: list[RequestHa
         _fail_open(handles, code, message)
         return
     if responses is None:
-        if not loaded.decoupled:
-            _fail_open(handles, *_internal(
-                f"model '{loaded.name}': execute returned None; return one response per "
-                "request (a list)"))
+        if loaded.decoupled:
+            return
+        # As in the python backend: None leaves each request to its response
+        # sender. A request whose sender the model never took cannot be
+        # answered, so it fails now (the python backend would leave it, and
+        # the model's unload, waiting forever).
+        for handle in handles:
+            if not handle.finished and not handle.rescheduled and not handle.held:
+                handle.fail(*_internal(
+                    f"model '{loaded.name}': execute returned None, and no response sender "
+                    "was taken for this request; return one response per request (a list), "
+                    "or send each request's response with its response sender"))
         return
     try:
         responses = list(responses)
