@@ -1,5 +1,5 @@
-"""What the trace tests share (test_trace.py, test_otel.py): a server with
-HTTP and gRPC frontends, for a module; an ensemble of two identity_fp32 steps."""
+"""What the trace tests share (test_trace.py, test_otel.py): a server with the
+models they use, for a module; an ensemble of two identity_fp32 steps."""
 
 from __future__ import annotations
 
@@ -7,23 +7,20 @@ from typing import Iterator
 
 import pytest
 
+import tritonserver
 from conftest import stop_within
-from frontends.conftest import Endpoints, start_test_server
-from tritonserver.frontends import KServeGrpc, KServeHttp
+from frontends.conftest import start_test_server
 
 
 @pytest.fixture(scope="module")
-def endpoints() -> Iterator[Endpoints]:
+def trace_server() -> Iterator[tritonserver.Server]:
+    """A server with the three models the trace tests send to; a module takes it
+    as its frontend_server (a fixture of this folder's conftest would replace
+    the frontends' endpoints for every module here)."""
     server = start_test_server(startup_models=["identity_fp32", "add_sub_int32",
                                                "identity_bytes"])
-    http = KServeHttp(server, KServeHttp.Options(port=0)).start()
-    grpc = KServeGrpc(server, KServeGrpc.Options(port=0)).start()
-    try:
-        yield Endpoints(server, http, grpc, None)  # type: ignore[arg-type]
-    finally:
-        http.stop(timeout=5)
-        grpc.stop(timeout=5)
-        stop_within(server)
+    yield server
+    stop_within(server)
 
 
 # Model "twice": IN -> identity_fp32 -> identity_fp32 -> OUT.

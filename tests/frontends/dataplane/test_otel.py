@@ -48,6 +48,11 @@ COMPUTE_EVENTS = ["COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", 
 
 
 @pytest.fixture(scope="module")
+def frontend_server(trace_server: tritonserver.Server) -> tritonserver.Server:
+    return trace_server
+
+
+@pytest.fixture(scope="module")
 def receiver() -> Iterator[Receiver]:
     r = Receiver()
     yield r

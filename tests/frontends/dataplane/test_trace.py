@@ -33,6 +33,11 @@ CORE_TIMESTAMPS = ["REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INP
                    "COMPUTE_OUTPUT_START", "COMPUTE_END", "REQUEST_END"]
 
 
+@pytest.fixture(scope="module")
+def frontend_server(trace_server: tritonserver.Server) -> tritonserver.Server:
+    return trace_server
+
+
 @pytest.fixture
 def clients(endpoints: Endpoints, tmp_path: Any) -> Iterator[tuple[Any, Any, str]]:
     """Both clients, with tracing configured afresh (a trace file in tmp_path)."""
