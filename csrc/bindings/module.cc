@@ -12,6 +12,7 @@ void RegisterCore(py::module_& m);
 void RegisterCrashReport(py::module_& m);
 void RegisterDlpack(py::module_& m);
 void RegisterEnums(py::module_& m);
+void RegisterFirstResponse(py::module_& m);
 void RegisterLoopNotifier(py::module_& m);
 void RegisterRequest(py::module_& m);
 void RegisterResponseObjects(py::module_& m);
@@ -30,6 +31,7 @@ PYBIND11_MODULE(triton_bindings, m) {
   tritonpy::RegisterCrashReport(m);
   tritonpy::RegisterServerOptions(m);
   tritonpy::RegisterServer(m);
+  tritonpy::RegisterFirstResponse(m);
   tritonpy::RegisterLoopNotifier(m);
   tritonpy::RegisterResponseRecord(m);
   tritonpy::RegisterResponseObjects(m);

@@ -10,6 +10,7 @@
 #include "bindings/allocator.h"
 #include "bindings/deferred_delete.h"
 #include "bindings/errors.h"
+#include "bindings/first_response.h"
 #include "bindings/loop_notifier.h"
 #include "bindings/response_objects.h"
 #include "core_api.h"
@@ -273,6 +274,7 @@ void Request::Send() {
     core_shape_ = std::move(core.shape);
   }
   queue->HoldUntilFinal(queue);
+  if (server->time_first_response()) queue->TimeFirstResponse(FirstResponseHistogram::SteadyNs());
   TRITONSERVER_Error* err = nullptr;
   {
     // Callbacks may run on this very thread inside InferAsync (a cache hit,

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "bindings/errors.h"
+#include "bindings/first_response.h"
 #include "bindings/loop_notifier.h"
 #include "pyinterop/gil.h"
 
@@ -50,6 +51,10 @@ void ResponseQueue::OnComplete(TRITONSERVER_InferenceResponse* response, uint32_
   std::unique_ptr<ResponseRecord> record(queue.spare_.exchange(nullptr));
   try {
     if (response != nullptr) {
+      if (queue.sent_ns_ != 0) {
+        FirstResponseHistogram::Get().Observe(response, queue.sent_ns_);
+        queue.sent_ns_ = 0;
+      }
       ReadResponse(response, flags, queue.labels_, record);
     } else if (!record) {
       record = std::make_unique<ResponseRecord>();

@@ -65,6 +65,8 @@ class ResponseQueue {
     user_allocator_ = std::move(allocator);
   }
   UserAllocator* user_allocator() const { return user_allocator_.get(); }
+  // Times the first response from `sent_ns` (first_response.h).
+  void TimeFirstResponse(uint64_t sent_ns) { sent_ns_ = sent_ns; }
 
   // ---- Core side (any thread, no GIL) ----
   // Keeps `self` (this queue) alive until the final response (the core's
@@ -114,6 +116,10 @@ class ResponseQueue {
   bool armed_ = false;
   bool always_ = false;
   LabelRequest labels_;  // set before the request is sent
+  // When the request was sent, while its first response is to be timed
+  // (0: not timed, or timed already). Only the core's thread that calls
+  // OnComplete reads it after the send.
+  uint64_t sent_ns_ = 0;
   std::shared_ptr<Waker> waker_;
   pyinterop::OwnedRef waker_error_;  // the first exception a waker returned
   std::unique_ptr<UserAllocator> user_allocator_;

@@ -327,6 +327,11 @@ void RegisterServer(py::module_& m) {
           "Core requests kept for reuse (sent with inputs and requested outputs only, now "
           "released).")
       .def(
+          "time_first_response", [](S s, bool on) { s.Handle()->set_time_first_response(on); },
+          py::arg("on"),
+          "Whether requests sent from now on observe nv_inference_first_response_histogram_ms "
+          "(first_response_buckets, first_response_add).")
+      .def(
           "in_flight", [](S s) { return s.Handle()->in_flight()->load(); },
           "Requests sent through this binding that the core has not yet released and deleted.")
       .def_static("delete_idle_kept_servers", &DeleteIdleKeptServers, py::arg("timeout_s"),

@@ -38,6 +38,10 @@ class ServerHandle {
   size_t AbandonUnfinished(const std::string& message);
   // Core requests kept for reuse; emptied around every model load and unload.
   RequestPool& pool() { return pool_; }
+  // Whether requests sent from now on time their first response
+  // (first_response.h: --metrics-config histogram_latencies=true).
+  bool time_first_response() const { return time_first_response_.load(std::memory_order_relaxed); }
+  void set_time_first_response(bool on) { time_first_response_.store(on); }
 
  private:
   TRITONSERVER_Server* server_;
@@ -45,6 +49,7 @@ class ServerHandle {
   std::mutex queues_mutex_;
   std::vector<std::weak_ptr<ResponseQueue>> queues_;
   size_t prune_at_ = 64;
+  std::atomic<bool> time_first_response_{false};
   RequestPool pool_;  // emptied (closed) before the server stops
 };
 

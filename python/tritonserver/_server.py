@@ -229,9 +229,7 @@ class Server(HasRegistries):
         """
         wait_until_unloaded = wait_until_unloaded or wait_for_unloaded
         name = check_text("model name", model.name if isinstance(model, Model) else model)
-        handle = self._handle()
-        self._controlled().require_model_control()
-        handle.unload_model(name, unload_dependents)
+        self._controlled().unload(self._handle(), name, unload_dependents)
         if wait_until_unloaded:
             deadline = None if timeout is None else time.monotonic() + timeout
             while any(n == name and m.state not in ("UNAVAILABLE", None)

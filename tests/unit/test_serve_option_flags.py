@@ -148,3 +148,27 @@ def test_executable_environment_puts_the_cores_libraries_first():
     env = _setup().environment({"LD_LIBRARY_PATH": "/x", "PATH": "/bin"})
     assert env == {"LD_LIBRARY_PATH": "/core/libs:/x", "PATH": "/bin"}
     assert _setup().environment({})["LD_LIBRARY_PATH"] == "/core/libs"
+
+
+def test_histogram_latencies_flag_turns_the_first_response_histogram_on():
+    from tritonserver._control import latency_histograms
+
+    assert latency_histograms.enabled(options("--metrics-config=histogram_latencies=true"))
+    assert not latency_histograms.enabled(options())
+    assert not latency_histograms.enabled(options("--metrics-config=histogram_latencies=false"))
+    # No metrics, no histogram (Triton's --allow-metrics=false).
+    assert not latency_histograms.enabled(
+        options("--metrics-config=histogram_latencies=true", "--allow-metrics=false"))
+
+
+def test_model_metrics_buckets_the_last_control_of_the_family_wins():
+    from tritonserver._control import latency_histograms
+
+    family = {"family": latency_histograms.FAMILY}
+    config = {"model_metrics": {"metric_control": [
+        {"metric_identifier": family, "histogram_options": {"buckets": [1, 2]}},
+        {"metric_identifier": {"family": "other"}, "histogram_options": {"buckets": [9]}},
+        {"metric_identifier": family, "histogram_options": {"buckets": [-1, 0.5]}}]}}
+    latency_histograms.check(config)
+    assert latency_histograms.buckets(config) == [-1.0, 0.5]
+    assert latency_histograms.buckets({}) == []

@@ -17,6 +17,10 @@ only place that knows it (the modules beside it hold the details):
   left and no request runs, so the core's own stop has nothing to wait for.
 - A stop that gave up leaves a server that cannot be freed (``teardown``).
 
+It also gives the core what Triton added since (``latency_histograms``: the
+first-response histogram, and ``model_metrics`` taken out of the
+configuration the core is handed).
+
 For: core 2.51 (C API 1.34, nvidia-pytriton 0.5.13 to 0.7.0), the only core
 to be had on PyPI; each point was read in its sources at r24.10 and is
 unchanged at their main (docs/reliability.md). With a core that fixes
@@ -36,6 +40,7 @@ from typing import Any, Optional
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._control import (banner, instances, load_reasons, model_folder, model_names,
                                    python_stub, teardown)
+from tritonserver._control.latency_histograms import FirstResponse
 from tritonserver._control.model_folder import ModelFiles
 from tritonserver._control.startup_models import models_loaded_at_start
 from tritonserver._enums import ModelControlMode
@@ -67,6 +72,7 @@ class CoreControl:
         self._loads_lock = threading.Lock()
         self._failed_reloads = 0
         self._last_reload = -REPLACED_MODEL_GRACE_S
+        self._first_response = FirstResponse(core_options)
         # Models that failed to load at start, with the reason (for
         # start(wait_until_ready=True) and the serve command).
         self.startup_failures: dict[str, str] = {}
@@ -80,6 +86,7 @@ class CoreControl:
         later = self._plan_startup(self.core_options)
         server = self._new_core_server(self.core_options)
         try:
+            self._first_response.started(server)
             if ModelControlMode(self.asked.model_control_mode) == ModelControlMode.POLL:
                 self._check_polled_models(server)
             else:
@@ -162,6 +169,8 @@ class CoreControl:
         """POLL mode: the models the core failed to load at start, with why."""
         for entry in json.loads(server.model_index(0)):
             name = entry["name"]
+            if entry.get("state") == "READY":
+                self._first_response.loaded(server, name)
             if entry.get("state") == "READY" or name in self.startup_failures:
                 continue
             self.startup_failures[name] = entry.get("reason") or (
@@ -194,6 +203,12 @@ class CoreControl:
         if serving:  # the version it replaced is deleted on a core thread
             self._last_reload = time.monotonic()
 
+    def unload(self, server: _bindings.Server, name: str, unload_dependents: bool) -> None:
+        """Unload `name` as Server.unload does."""
+        self.require_model_control()
+        server.unload_model(name, unload_dependents)
+        self._first_response.unloaded(name)
+
     def registered(self, path: str, name_mapping: Optional[dict[str, str]]) -> None:
         """A repository registered since start (its models' folders)."""
         self._repositories.register(path, name_mapping)
@@ -216,6 +231,7 @@ class CoreControl:
         it gives none."""
         name = model.name
         try:
+            parameters = self._first_response.load_parameters(model, parameters)
             server.load_model(name, parameters)
         except TritonError as e:
             if load_reasons.POLL_FAILURE not in str(e):
@@ -226,6 +242,7 @@ class CoreControl:
             # parameter whose name the file system refuses: "File name too
             # long"); pybind11 makes it a RuntimeError. Triton answers INTERNAL.
             raise InternalError(f"failed to load '{name}': {e}") from None
+        self._first_response.loaded(server, name)
 
     def _explain(self, model: ModelFiles) -> str:
         options = self.core_options
@@ -249,6 +266,7 @@ class CoreControl:
         work still ran at the exit timeout (the server is kept, and freed
         at interpreter exit: tritonserver._control.teardown)."""
         gone = self._unload_all(server)
+        self._first_response.stopped()
         if gone is False:  # the exit timeout is spent with work still running
             self._give_up(server)
         try:
