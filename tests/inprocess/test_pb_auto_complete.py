@@ -382,3 +382,21 @@ def test_set_dynamic_batching_under_another_scheduler(scheduler):
                                          "model 'm' tries to set scheduling_choice as "
                                          "'dynamic_batching'"):
         _config(**{scheduler: {}}).set_dynamic_batching()
+
+
+def test_a_parse_disturbed_by_another_thread_leaves_the_decision_to_the_import(monkeypatch):
+    """CPython 3.11's ast.parse, run in two threads at once, can raise
+    SystemError ("AST constructor recursion depth mismatch"; seen in CI, two
+    models loading): the files whose text cannot decide are imported, and the
+    package's own parses take turns."""
+    from tritonserver._inprocess import _pb_autocomplete
+
+    source = "import base\n\nclass TritonPythonModel:\n    pass\n"
+    assert _pb_autocomplete._may_define_hook(source) is False  # parsed: no hook possible
+
+    def disturbed(text):
+        assert _pb_autocomplete._PARSE_LOCK.locked()  # parses take turns
+        raise SystemError("AST constructor recursion depth mismatch (before=12, after=8)")
+
+    monkeypatch.setattr(_pb_autocomplete.ast, "parse", disturbed)
+    assert _pb_autocomplete._may_define_hook(source) is True

@@ -18,6 +18,7 @@ import ast
 import dataclasses
 import json
 import os
+import threading
 from typing import Any, Callable, NoReturn, Optional
 
 from tritonserver._errors import InvalidArgumentError
@@ -26,6 +27,14 @@ from tritonserver._inprocess._pb_types import ModelContext, running_for
 
 HOOK = "auto_complete_config"
 CLASS = "TritonPythonModel"
+# Models load on several threads at once, and ast.parse is not safe to run in
+# two threads together on CPython 3.11 (seen in CI: two models loading): its
+# AST conversion keeps a recursion count in state every thread shares and may
+# switch threads midway, and then raises "SystemError: AST constructor
+# recursion depth mismatch" (python/cpython#106905 and the reports linked to
+# it). The package's own parses take turns; one that another thread's parse
+# (a traceback being formatted, for one) still disturbs is left to the import.
+_PARSE_LOCK = threading.Lock()
 
 
 def _model_file(version: int, repository_path: str, config: dict[str, Any],
@@ -52,9 +61,12 @@ def _may_define_hook(source: str) -> bool:
     if HOOK in source:
         return True
     try:
-        tree = ast.parse(source)
+        with _PARSE_LOCK:
+            tree = ast.parse(source)
     except SyntaxError:
         return False  # the load reports it, with the loader's message
+    except SystemError:
+        return True  # CPython's parser state was disturbed (below): importing decides
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == CLASS]
     if not classes:
         return True  # imported or assigned: only the class itself can tell
