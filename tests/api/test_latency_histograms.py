@@ -55,7 +55,7 @@ def test_off_unless_asked(repo):
     s = explicit(repo)
     try:
         s.load("identity_fp32")
-        s.model("identity_fp32").infer(inputs={"INPUT0": np.ones(2, np.float32)})
+        list(s.model("identity_fp32").infer(inputs={"INPUT0": np.ones(2, np.float32)}))
         assert FAMILY not in s.metrics()
     finally:
         stop_within(s)
@@ -96,7 +96,7 @@ def test_model_metrics_sets_the_buckets_on_a_core_that_does_not_know_the_field(r
     s = explicit(repo, metrics_configuration=ON)
     try:
         s.load("identity_fp32")
-        s.model("identity_fp32").infer(inputs={"INPUT0": np.ones(2, np.float32)})
+        list(s.model("identity_fp32").infer(inputs={"INPUT0": np.ones(2, np.float32)}))
         h = histogram(s, "identity_fp32")
         assert sorted(k for k in h if k.startswith("le=")) == [
             "le=+Inf", "le=-1", "le=0", "le=1", "le=2.5"]

@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._control.model_folder import ModelFiles
-from tritonserver._errors import InvalidArgumentError
+from tritonserver._errors import InvalidArgumentError, TritonError
 from tritonserver._options import Options
 
 FAMILY = "nv_inference_first_response_histogram_ms"
@@ -98,8 +98,13 @@ class FirstResponse:
             return
         for entry in json.loads(server.model_index(1)):  # ready models only
             if entry.get("name") == name and entry.get("version"):
-                _bindings.first_response_add(name, int(entry["version"]))
                 self._models.add(name)
+                try:
+                    _bindings.first_response_add(name, int(entry["version"]))
+                except TritonError:
+                    # The family's name taken by a metric family of another
+                    # kind (a model's own): the load stands, without it.
+                    return
 
     def unloaded(self, name: str) -> None:
         if self.on:
