@@ -9,6 +9,9 @@ server repository's qa/L0_*/test.sh run them:
   qa/L0_http/generate_endpoint_test.py        (18 tests)
   qa/L0_trace/opentelemetry_unittest.py       (19 tests) and test.sh's other
                                               OpenTelemetry steps (8; l0_trace.py)
+  qa/L0_metrics' histogram steps              metrics_config_test.py (10 checks on two
+                                              servers), histogram_metrics_test.py (2;
+                                              l0_metrics.py)
 
 Standalone (not a pytest module, not run in CI): the QA files are read from
 a local mirror of github.com/triton-inference-server/server at run time, and
@@ -45,7 +48,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples_check"))
 import make_repo  # noqa: E402
 import run_examples as ex  # noqa: E402  (puts benchmarks/ on sys.path)
 from tsbench.procs import tail  # noqa: E402
-import l0_trace  # noqa: E402  (beside this file)
+import l0_metrics  # noqa: E402  (beside this file)
+import l0_trace  # noqa: E402
 
 PSUTIL_FALLBACK = os.path.join(HERE, "psutil_fallback")
 PORTS = (8000, 8001, 8002)  # http, grpc, metrics: the suites name localhost:8000/8001
@@ -55,7 +59,7 @@ QA_PATHS = (
     "qa/L0_parameters/parameters_test.py", "qa/L0_parameters/model_repository",
     "qa/L0_http/http_input_size_limit_test.py", "qa/L0_http/generate_endpoint_test.py",
     "qa/python_models/add_sub", "qa/python_models/execute_delayed_model",
-    "qa/python_models/generate_models", *l0_trace.PATHS,
+    "qa/python_models/generate_models", *l0_trace.PATHS, *l0_metrics.PATHS,
 )
 # Stand-ins for what the QA scripts import and test.sh pip-installs, put on
 # their PYTHONPATH only where the client's Python lacks the real module.
@@ -74,6 +78,7 @@ NOT_RUN = [
     "L0_http's --http-max-input-size=0 / -1024 start-up refusals: test.sh lines, not tests "
     "of http_input_size_limit_test.py",
     *l0_trace.NOT_RUN,
+    *l0_metrics.NOT_RUN,
 ]
 
 
@@ -201,6 +206,12 @@ def rows() -> List[Row]:
         out.append(Row("L0_trace_opentelemetry", f"test.sh.{name}", "", "trace",
                        {"exe": list(flags), "serve": list(flags)}, f"otel-{name}",
                        cwd="L0_trace", step=name, ports=(l0_trace.OTLP_PORT,)))
+    # ---- qa/L0_metrics/test.sh: the histogram steps (l0_metrics) ---------------
+    for group, repo, flags, tests in l0_metrics.GROUPS:
+        for script, test, env in tests:
+            out.append(Row(f"{l0_metrics.SUITE} {group}", test, "", repo,
+                           {"exe": list(flags), "serve": list(flags)}, group, env=dict(env),
+                           results=1, cwd="L0_metrics", script=script))
     return out
 
 
@@ -292,6 +303,7 @@ def build_repositories(qa: str, work: str) -> Dict[str, str]:
     make_repo.python_model(repos["size"], "simple_identity", make_repo.IDENTITY_CONFIG,
                             make_repo.IDENTITY)
     repos["trace"] = l0_trace.build_repository(qa, work)
+    repos.update(l0_metrics.build_repositories(qa, work))
     return repos
 
 
