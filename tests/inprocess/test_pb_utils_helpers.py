@@ -83,6 +83,65 @@ def test_using_decoupled_model_transaction_policy():
     assert check({"name": "m"}) is False
 
 
+@pytest.mark.parametrize("call,error,text", [
+    # qa/L0_backend_python/argument_validation's cases: the python backend's
+    # binding refuses a wrong type with TypeError, and its own checks raise
+    # TritonModelException with its text.
+    (lambda: pb_utils.InferenceRequest(inputs=[None], model_name="m",
+                                       requested_output_names=["o"]),
+     pb_utils.TritonModelException,
+     "Input tensor for request with id '' and model name 'm' should not be empty."),
+    (lambda: pb_utils.InferenceRequest(inputs=None, model_name="m",
+                                       requested_output_names=["o"]), TypeError, ""),
+    (lambda: pb_utils.InferenceRequest(inputs=[], model_name=None,
+                                       requested_output_names=["o"]), TypeError, ""),
+    (lambda: pb_utils.InferenceRequest(inputs=[], model_name="m",
+                                       requested_output_names=[None]), TypeError, ""),
+    (lambda: pb_utils.InferenceRequest(inputs=[], model_name="m", requested_output_names=[],
+                                       correlation_id=None), TypeError, ""),
+    (lambda: pb_utils.InferenceRequest(inputs=[], model_name="m", requested_output_names=[],
+                                       request_id=None), TypeError, ""),
+    (lambda: pb_utils.InferenceRequest(inputs=[], model_name="m", requested_output_names=[],
+                                       model_version=None), TypeError, ""),
+    (lambda: pb_utils.InferenceRequest(inputs=[], model_name="m", requested_output_names=[],
+                                       flags=None), TypeError, ""),
+    (lambda: pb_utils.InferenceResponse(output_tensors=[None]), pb_utils.TritonModelException,
+     "Output tensor for inference response should not be empty."),
+    (lambda: pb_utils.InferenceResponse(output_tensors=None), TypeError, ""),
+    (lambda: pb_utils.Tensor(None, np.ones(2)), TypeError, ""),
+    (lambda: pb_utils.Tensor("OUTPUT0", None), TypeError, ""),
+    (lambda: pb_utils.Tensor("", None), TypeError, ""),
+    (lambda: pb_utils.Tensor("", np.ones(2)), pb_utils.TritonModelException,
+     "Tensor name cannot be an empty string."),
+    (lambda: pb_utils.Tensor.from_dlpack("OUTPUT0", None), pb_utils.TritonModelException,
+     "Provided tensor is not supported."),
+    (lambda: pb_utils.Tensor.from_dlpack("", None), pb_utils.TritonModelException,
+     "Tensor name cannot be an empty string."),
+    (lambda: pb_utils.Logger.log("Invalid Level", None), TypeError, ""),
+    (lambda: pb_utils.Logger.log("Invalid Level", 1), TypeError, ""),
+    (lambda: pb_utils.Logger.log_info(None), TypeError, ""),
+    (lambda: pb_utils.Logger.log_verbose(None), TypeError, ""),
+])
+def test_bad_arguments_are_refused_as_the_python_backend_refuses_them(call, error, text):
+    with pytest.raises(error) as raised:
+        call()
+    assert str(raised.value).startswith(text)
+
+
+def test_arguments_the_python_backend_takes():
+    tensor = pb_utils.Tensor("INPUT0", np.asarray([1, 2], dtype=np.int32))
+    for correlation_id in (5, "test_str_id-5"):
+        request = pb_utils.InferenceRequest(inputs=[tensor], model_name="m",
+                                            requested_output_names=["o"],
+                                            correlation_id=correlation_id)
+        assert request.correlation_id() == correlation_id
+    assert pb_utils.InferenceRequest(inputs=[], model_name="m",
+                                     requested_output_names=[]).correlation_id() == 0
+    assert pb_utils.InferenceResponse([tensor]).output_tensors() == [tensor]
+    assert pb_utils.InferenceResponse(output_tensors=[]).output_tensors() == []
+    assert not pb_utils.InferenceResponse().has_error()
+
+
 def test_logger_levels_go_to_python_logging_before_any_server_log(caplog, monkeypatch):
     # Only while no server has run a Python model (no server log yet).
     monkeypatch.delitem(sys.modules, "tritonserver._inprocess._backend", raising=False)
@@ -95,20 +154,20 @@ def test_logger_levels_go_to_python_logging_before_any_server_log(caplog, monkey
     log.log("default")
     for level in (log.INFO, log.WARNING, log.ERROR, log.VERBOSE):
         log.log(f"at {level}", level)
-    log.log("by number", 2)
     got = [(r.name, r.levelno, r.getMessage(), r.filename) for r in caplog.records]
     here = os.path.basename(__file__)
     assert got == [(LOGGER, lvl, msg, here) for lvl, msg in [
         (logging.INFO, "info"), (logging.WARNING, "warn"), (logging.ERROR, "error"),
         (logging.DEBUG, "verbose"), (logging.INFO, "default"),
         (logging.INFO, "at LogLevel.INFO"), (logging.WARNING, "at LogLevel.WARNING"),
-        (logging.ERROR, "at LogLevel.ERROR"), (logging.DEBUG, "at LogLevel.VERBOSE"),
-        (logging.ERROR, "by number")]]
+        (logging.ERROR, "at LogLevel.ERROR"), (logging.DEBUG, "at LogLevel.VERBOSE")]]
     # The stub's enum: Logger.LogLevel, its values exported on Logger.
     assert [int(v) for v in (log.INFO, log.WARNING, log.ERROR, log.VERBOSE)] == [0, 1, 2, 3]
     assert log.LogLevel is pb_utils.LogLevel and log.LogLevel.VERBOSE is log.VERBOSE
-    with pytest.raises(TypeError, match="level"):
-        log.log("bad", 9)
+    # A number is not a level (the stub's binding takes its enum only).
+    for number in (2, 9):
+        with pytest.raises(TypeError, match="level"):
+            log.log("bad", number)
 
 
 _REPEAT = """

@@ -168,9 +168,20 @@ class InferenceRequest:
         model_name, request_id = _text("model_name", model_name), _text("request_id", request_id)
         requested_output_names = [_text("requested_output_names", n)
                                   for n in requested_output_names]
+        if correlation_id is None:
+            raise TypeError("InferenceRequest: correlation_id must be int or str, not None")
         if not isinstance(correlation_id, (int, str)) or isinstance(correlation_id, bool):
             raise TritonModelException("Correlation ID must be integer or string")
+        for what, number in (("model_version", model_version), ("flags", flags),
+                             ("timeout", timeout)):
+            if not isinstance(number, int):
+                raise TypeError(f"InferenceRequest: {what} must be int, "
+                                f"not {type(number).__name__}")
         for tensor in inputs:
+            if tensor is None:
+                raise TritonModelException(
+                    f"Input tensor for request with id '{request_id}' and model name "
+                    f"'{model_name}' should not be empty.")
             if not isinstance(tensor, Tensor):
                 raise TypeError(f"InferenceRequest: inputs must be pb_utils.Tensor objects, "
                                 f"not {type(tensor).__name__}")

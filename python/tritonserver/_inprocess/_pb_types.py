@@ -123,8 +123,14 @@ class Tensor:
     """A named tensor: ``Tensor(name, numpy_array)``."""
 
     def __init__(self, name: str, data: Any):
+        # The python backend's binding: arguments of the wrong type are
+        # TypeErrors; an empty name is the model's error, in its words.
         if not isinstance(name, str):
-            raise TritonError("Tensor name must be a str")
+            raise TypeError(f"Tensor: name must be str, not {type(name).__name__}")
+        if data is None:
+            raise TypeError("Tensor: the data must be a numpy array (or what numpy makes one "
+                            "of), not None")
+        _check_tensor_name(name)
         self._name = name
         # A numpy array (a list becomes one, as the python backend's
         # constructor converts it), or a DLPack producer.
@@ -183,17 +189,43 @@ class Tensor:
 
     @staticmethod
     def from_dlpack(name: str, capsule: Any) -> "Tensor":
+        if not isinstance(name, str):
+            raise TypeError(f"Tensor.from_dlpack: name must be str, not {type(name).__name__}")
+        _check_tensor_name(name)
         if hasattr(capsule, "__dlpack__"):
             return Tensor(name, capsule)
+        if type(capsule).__name__ != "PyCapsule":
+            raise TritonModelException(
+                "Provided tensor is not supported. Tensor must be a DLPack capsule or have "
+                "`__dlpack__` and `__dlpack_device__` attributes")
         return Tensor(name, _Tensor.from_dlpack(capsule))
+
+
+def _check_tensor_name(name: str) -> None:
+    if name == "":
+        raise TritonModelException("Tensor name cannot be an empty string.")
+
+
+# InferenceResponse's output_tensors when none are given (None itself is refused).
+_NO_OUTPUTS: list[Tensor] = []
 
 
 class InferenceResponse:
     """``InferenceResponse(output_tensors, error=None, parameters=None)``."""
 
-    def __init__(self, output_tensors: Optional[list[Tensor]] = None,
+    def __init__(self, output_tensors: list[Tensor] = _NO_OUTPUTS,
                  error: Optional[TritonError] = None, parameters: Any = None):
-        self._outputs = list(output_tensors or [])
+        if not isinstance(output_tensors, (list, tuple)):
+            raise TypeError(f"InferenceResponse: output_tensors must be a list of "
+                            f"pb_utils.Tensor, not {type(output_tensors).__name__}")
+        for tensor in output_tensors:
+            if tensor is None:
+                raise TritonModelException(
+                    "Output tensor for inference response should not be empty.")
+            if not isinstance(tensor, Tensor):
+                raise TypeError(f"InferenceResponse: output_tensors must be pb_utils.Tensor "
+                                f"objects, not {type(tensor).__name__}")
+        self._outputs = list(output_tensors)
         self._error = error
         if isinstance(parameters, str):
             parameters = json.loads(parameters or "{}")

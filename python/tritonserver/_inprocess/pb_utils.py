@@ -276,11 +276,13 @@ _PYTHON_LEVELS = {LogLevel.INFO: logging.INFO, LogLevel.WARNING: logging.WARNING
 
 
 def _log(message: str, level: Any) -> None:
-    try:
-        known = LogLevel(level)
-    except ValueError:
+    # The python backend's binding takes a str and a LogLevel, nothing else.
+    if not isinstance(level, LogLevel):
         raise TypeError(f"Logger.log: level must be a pb_utils.Logger level (INFO, WARNING, "
-                        f"ERROR, VERBOSE), not {level!r}") from None
+                        f"ERROR, VERBOSE), not {level!r}")
+    if not isinstance(message, str):
+        raise TypeError(f"Logger: the message must be str, not {type(message).__name__}")
+    known = level
     caller = sys._getframe(2)
     if not _server_log.write(int(known), str(message), caller.f_code.co_filename,
                              caller.f_lineno):
