@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import sys
 import threading
 import time
+import traceback
 from typing import Any, Optional
 
 import pytest
@@ -110,6 +112,11 @@ class Watchdog:
                       f"{err[-12000:]}\n")
         except Exception as e:  # the capture may be off (-s) or busy
             self._say(f"tests: no captured output ({type(e).__name__}: {e})\n")
+        # The main thread first: faulthandler lists the newest 100 threads only.
+        main = sys._current_frames().get(threading.main_thread().ident)
+        if main is not None:
+            self._say("tests: Python stack of the main thread (most recent call last):\n"
+                      + "".join(traceback.format_stack(main)))
         self._say("tests: Python stacks of every thread:\n")
         faulthandler.dump_traceback(file=self._fd, all_threads=True)
         self._say("tests: native stacks of every thread of this process:\n")

@@ -21,6 +21,7 @@ import ctypes
 import os
 import shutil
 import subprocess
+import tempfile
 from typing import Optional
 
 from tritonserver._c import triton_bindings as _bindings
@@ -37,11 +38,29 @@ def debugger() -> Optional[str]:
     return os.path.abspath(found) if found else None
 
 
-def _gdb_command(gdb: str, pid: str) -> list[str]:
-    return [gdb, "-nx", "-batch", "-p", pid,
-            "-ex", "set pagination off", "-ex", "set print thread-events off",
-            "-ex", "set print frame-arguments none", "-ex", "info threads",
-            "-ex", "thread apply all bt 48"]
+# The debugger stops every thread of the process it reads, the one that
+# waits for it included: a timeout kept by that thread cannot fire while the
+# debugger hangs. A shell outside the process keeps it: it kills the
+# debugger after $1 seconds and then continues the process ($2), which a
+# debugger killed while attached may leave stopped.
+_GUARD = ('limit=$1; target=$2; shift 2; timeout -s KILL "$limit" "$@"; status=$?; '
+          '[ "$status" = 137 ] && echo "(gdb did not finish within $limit s; stopped)"; '
+          'kill -CONT "$target" 2>/dev/null; exit $status')
+# How much longer than the guard the process itself waits (its own clock
+# stands still while the debugger holds it).
+_GUARD_MARGIN_S = 15.0
+
+
+def _gdb_command(gdb: str, pid: str, timeout: float) -> list[str]:
+    command = [gdb, "-nx", "-batch", "-p", pid,
+               "-ex", "set pagination off", "-ex", "set print thread-events off",
+               "-ex", "set print frame-arguments none", "-ex", "info threads",
+               "-ex", "thread apply all bt 48"]
+    shell, guard = shutil.which("sh"), shutil.which("timeout")
+    if shell is None or guard is None:
+        return command
+    return [os.path.abspath(shell), "-c", _GUARD, "tritonserver-crash-report",
+            str(max(1, int(timeout))), pid] + command
 
 
 def requested() -> bool:
@@ -68,8 +87,8 @@ def enable(fd: Optional[int] = None, timeout: float = _DEBUGGER_TIMEOUT) -> bool
     gdb = debugger()
     if gdb is None or under_sanitizer():
         return False
-    _bindings.install_crash_report(_gdb_command(gdb, "{pid}"), timeout,
-                                   2 if fd is None else fd)
+    _bindings.install_crash_report(_gdb_command(gdb, "{pid}", timeout),
+                                   timeout + _GUARD_MARGIN_S, 2 if fd is None else fd)
     return True
 
 
@@ -96,16 +115,21 @@ def native_backtraces(pid: int, timeout: float = _DEBUGGER_TIMEOUT) -> str:
     own = pid == os.getpid()
     if own:  # a child may trace its parent only when the parent allows it (Yama)
         _set_ptracer(_PR_SET_PTRACER_ANY)
-    try:
-        done = subprocess.run(_gdb_command(gdb, str(pid)), stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              timeout=timeout, check=False)
-        return done.stdout.decode("utf-8", "replace")
-    except subprocess.TimeoutExpired:
-        return f"(gdb did not finish within {timeout:.0f} s)\n"
-    finally:
-        if own:
-            _set_ptracer(0)
+    # To a file, not a pipe: while gdb holds this process no thread of it
+    # could drain a pipe, and gdb would block on a full one.
+    with tempfile.TemporaryFile() as out:
+        try:
+            subprocess.run(_gdb_command(gdb, str(pid), timeout), stdin=subprocess.DEVNULL,
+                           stdout=out, stderr=subprocess.STDOUT,
+                           timeout=timeout + _GUARD_MARGIN_S, check=False)
+            late = ""
+        except subprocess.TimeoutExpired:
+            late = f"(gdb did not finish within {timeout:.0f} s)\n"
+        finally:
+            if own:
+                _set_ptracer(0)
+        out.seek(0)
+        return out.read().decode("utf-8", "replace") + late
 
 
 def _set_ptracer(value: int) -> None:

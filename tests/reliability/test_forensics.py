@@ -82,15 +82,20 @@ def test_a_bad_debugger_command_is_refused():
 @pytest.mark.timeout(300)
 def test_a_hang_past_the_timeout_ends_the_run_with_its_stacks(tmp_path):
     """The main thread sleeps with SIGALRM blocked, so pytest-timeout's signal
-    never reaches it: the way a test blocked in a native call looks."""
+    never reaches it: the way a test blocked in a native call looks. Its 300
+    waiting threads make gdb's report far larger than a pipe holds (gdb holds
+    the reporting process while it writes)."""
     (tmp_path / "test_blocked.py").write_text(textwrap.dedent("""
-        import signal, sys, time
+        import signal, sys, threading, time
         import pytest
 
         @pytest.mark.timeout(1)
         def test_blocked_outside_python():
             print("the server's last log line")
             sys.stderr.write("an error line of the server\\n")
+            never = threading.Event()
+            for _ in range(300):
+                threading.Thread(target=never.wait, daemon=True).start()
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
             time.sleep(600)
     """))
@@ -108,3 +113,22 @@ def test_a_hang_past_the_timeout_ends_the_run_with_its_stacks(tmp_path):
     assert 'File "' + str(tmp_path / "test_blocked.py") + '"' in out  # Python frames
     assert "native stacks of every thread of this process" in out
     assert "clock_nanosleep" in out or "select" in out, out[-4000:]  # native frames
+    assert "Thread 300 " in out, out[-4000:]  # every thread, the whole report
+
+
+def test_a_debugger_that_hangs_is_stopped(tmp_path):
+    """The guard outside the process ends a debugger that does not finish
+    (while the real one holds the process, the process cannot time it)."""
+    fake = tmp_path / "gdb"
+    fake.write_text("#!/bin/sh\necho attached\nexec sleep 600\n")
+    fake.chmod(0o755)
+    script = ("import os, sys, time; from tritonserver import _crash_report; "
+              "t = time.monotonic(); out = _crash_report.native_backtraces(os.getpid(), timeout=2); "
+              "print(out); print('took', time.monotonic() - t)")
+    env = dict(os.environ, PATH=os.pathsep.join([str(tmp_path), os.environ["PATH"]]))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "attached" in done.stdout
+    assert "did not finish within 2 s" in done.stdout, done.stdout
+    assert float(done.stdout.split("took")[-1]) < 10
