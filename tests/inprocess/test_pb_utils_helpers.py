@@ -121,6 +121,23 @@ def test_using_decoupled_model_transaction_policy():
     (lambda: pb_utils.Logger.log("Invalid Level", 1), TypeError, ""),
     (lambda: pb_utils.Logger.log_info(None), TypeError, ""),
     (lambda: pb_utils.Logger.log_verbose(None), TypeError, ""),
+    # qa/L0_backend_python/parameters: the keys and values a request's or a
+    # response's parameters may have.
+    (lambda: pb_utils.InferenceResponse([], parameters=[]), pb_utils.TritonModelException,
+     "Expect dict, got <class 'list'>"),
+    (lambda: pb_utils.InferenceResponse([], parameters={1: "int key"}),
+     pb_utils.TritonModelException,
+     "Expect parameters keys to have type str, found type <class 'int'>"),
+    (lambda: pb_utils.InferenceResponse([], parameters={"int": 2, "float": 0.5}),
+     pb_utils.TritonModelException,
+     "Expect parameters values to have type bool/int/str, found type <class 'float'>"),
+    (lambda: pb_utils.InferenceResponse([], parameters={"null": None}),
+     pb_utils.TritonModelException,
+     "Expect parameters values to have type bool/int/str, found type <class 'NoneType'>"),
+    (lambda: pb_utils.InferenceRequest(inputs=[], model_name="m", requested_output_names=[],
+                                       parameters={"list": ["variable"]}),
+     pb_utils.TritonModelException,
+     "Expect parameters values to have type bool/int/str, found type <class 'list'>"),
 ])
 def test_bad_arguments_are_refused_as_the_python_backend_refuses_them(call, error, text):
     with pytest.raises(error) as raised:
@@ -138,6 +155,12 @@ def test_arguments_the_python_backend_takes():
     assert pb_utils.InferenceRequest(inputs=[], model_name="m",
                                      requested_output_names=[]).correlation_id() == 0
     assert pb_utils.InferenceResponse([tensor]).output_tensors() == [tensor]
+    params = {"a": "1", "c": 3, "d": False, "f": ""}
+    assert json.loads(pb_utils.InferenceResponse([], parameters=params).parameters()) == params
+    assert pb_utils.InferenceResponse([]).parameters() == "{}"
+    request = pb_utils.InferenceRequest(inputs=[], model_name="m", requested_output_names=[],
+                                        parameters=params)
+    assert json.loads(request.parameters()) == params
     assert pb_utils.InferenceResponse(output_tensors=[]).output_tensors() == []
     assert not pb_utils.InferenceResponse().has_error()
 

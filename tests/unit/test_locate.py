@@ -636,6 +636,21 @@ def test_backend_directory_container_core_does_not_shadow_ours(tmp_path):
     assert os.readlink(d / "python" / "triton_python_backend_stub") == core.stub_path
 
 
+def test_a_users_python_based_backend_shadows_the_packages_backend_of_its_name(tmp_path):
+    """qa/L0_backend_python/python_based_backends names its backend add_sub,
+    as one of the package's: the user's model.py serves, not the package's
+    library (which the core would prefer, beside it)."""
+    core = inspect_path(str(make_pip_base(tmp_path / "b")), "pip")
+    pkg = _own_backends(tmp_path)
+    user = tmp_path / "user"
+    _touch(user / "mine" / "model.py", b"class TritonPythonModel: pass\n")
+    d = Path(backend_directory(core, str(pkg), str(user)))
+    assert sorted(p.name for p in d.iterdir()) == ["mine", "other", "python"]
+    assert os.readlink(d / "mine") == str(user / "mine")
+    assert not (d / "mine" / "libtriton_mine.so").exists()
+    assert os.readlink(d / "other" / "libtriton_other.so") == str(pkg / "other" / "libtriton_other.so")
+
+
 def test_backend_directory_removed_at_exit_not_by_forked_child(tmp_path):
     base = make_pip_base(tmp_path / "b")
     code = f"""

@@ -7,8 +7,10 @@ The core is given one ``--backend-directory``; ours is a temporary folder with:
   package's backends, linked entry by entry, plus ``libtritonserver.so`` ->
   the core library, so a backend with DT_NEEDED ``libtritonserver.so`` and
   RUNPATH ``$ORIGIN`` (what ``tritonserver_add_backend`` builds) binds to the
-  already-loaded core (same inode). The user's backends win over the
-  package's of the same name;
+  already-loaded core (same inode). A folder of the user's wins over the
+  package's backend of the same name, whatever it holds: a python-based
+  backend (``<name>/model.py``) named as one of the package's backends is
+  the user's (the core would prefer the package's library beside it);
 * ``python/`` with the python backend's libraries (the files themselves:
   hard links, else copies), the core's as
   ``libtriton_python_stub.so`` (with ``triton_python_backend_utils.py`` and
@@ -228,6 +230,8 @@ def _subfolders(folder: Optional[str]) -> List[str]:
 def _populate(tmp: str, core: CoreInstall, package_backends_dir: Optional[str],
               user_dir: Optional[str], python_in_process: bool) -> None:
     made = set()
+    # The package's in-process runtime is its own, whatever the user's folder holds.
+    users = set(_subfolders(user_dir)) - {"inprocess"}
     # Backend libraries: the user's, then the package's; each beside the core.
     for source in (user_dir, package_backends_dir):
         if not source:
@@ -236,6 +240,8 @@ def _populate(tmp: str, core: CoreInstall, package_backends_dir: Optional[str],
             src_dir = os.path.join(source, name)
             if name in made or name == "python" or not _backend_library(src_dir, name):
                 continue
+            if source != user_dir and name in users:
+                continue  # the user's folder of that name is linked whole below
             _link_backend(src_dir, os.path.join(tmp, name), core)
             made.add(name)
 

@@ -28,6 +28,7 @@ from tritonserver._inprocess._pb_types import (
     Tensor,
     TritonError,
     TritonModelException,
+    checked_parameters,
     current_model,
     model_response,
     running_for,
@@ -90,6 +91,10 @@ def _check_phase() -> None:
 
 
 def _pb_response(response: "_ServerResponse") -> InferenceResponse:
+    for name, value in response.parameters.items():
+        if not isinstance(value, (bool, int, str)):  # a double: the python backend has none
+            return InferenceResponse(error=TritonError(
+                f"Unsupported parameter type for parameter '{name}'."))
     if response.error is not None:
         return InferenceResponse(error=TritonError.of(response.error),
                                  parameters=dict(response.parameters))
@@ -185,15 +190,7 @@ class InferenceRequest:
             if not isinstance(tensor, Tensor):
                 raise TypeError(f"InferenceRequest: inputs must be pb_utils.Tensor objects, "
                                 f"not {type(tensor).__name__}")
-        if isinstance(parameters, str):
-            parameters = json.loads(parameters or "{}")
-        if parameters is not None and not isinstance(parameters, dict):
-            raise TritonModelException("parameters must be a dict")
-        for key, value in (parameters or {}).items():
-            if not isinstance(key, str) or not isinstance(value, (str, int, float, bool)):
-                raise TritonModelException(
-                    "Expect parameters keys to have type str and values to have type bool, "
-                    "int or str")
+        parameters = checked_parameters(parameters)
         self._request = None
         self._id = request_id
         self._correlation_id = correlation_id

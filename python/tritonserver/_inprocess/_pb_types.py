@@ -210,6 +210,27 @@ def _check_tensor_name(name: str) -> None:
 _NO_OUTPUTS: list[Tensor] = []
 
 
+def checked_parameters(parameters: Any) -> dict[str, Any]:
+    """A request's or response's ``parameters`` as the python backend takes
+    them: a dict of str keys and bool, int or str values (its texts, which
+    Triton's qa/L0_backend_python/parameters reads); None is none. A JSON
+    object in a str, which older python backends took, is read."""
+    if parameters is None:
+        return {}
+    if isinstance(parameters, str):
+        parameters = json.loads(parameters or "{}")
+    if not isinstance(parameters, dict):
+        raise TritonModelException(f"Expect dict, got {type(parameters)}")
+    for key, value in parameters.items():
+        if not isinstance(key, str):
+            raise TritonModelException(
+                f"Expect parameters keys to have type str, found type {type(key)}")
+        if not isinstance(value, (bool, int, str)):
+            raise TritonModelException(
+                f"Expect parameters values to have type bool/int/str, found type {type(value)}")
+    return parameters
+
+
 class InferenceResponse:
     """``InferenceResponse(output_tensors, error=None, parameters=None)``."""
 
@@ -227,16 +248,14 @@ class InferenceResponse:
                                 f"objects, not {type(tensor).__name__}")
         self._outputs = list(output_tensors)
         self._error = error
-        if isinstance(parameters, str):
-            parameters = json.loads(parameters or "{}")
-        self._parameters = parameters
+        self._parameters = checked_parameters(parameters)
 
     def output_tensors(self) -> list[Tensor]:
         return self._outputs
 
     def parameters(self) -> str:
         """The response's parameters as JSON (``"{}"`` when none)."""
-        return json.dumps(self._parameters or {})
+        return json.dumps(self._parameters)
 
     def has_error(self) -> bool:
         return self._error is not None
