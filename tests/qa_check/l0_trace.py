@@ -67,8 +67,8 @@ UNITTEST_FLAGS = [
     "--trace-config=opentelemetry,resource=test.key=test.value",
     "--trace-config=opentelemetry,resource=service.name=test_triton",
     f"--trace-config=opentelemetry,url=localhost:{OTLP_PORT}/v1/traces"]
-# SageMaker: the executable's; serve has no SageMaker frontend (those two tests fail there).
-EXE_ONLY_FLAGS = ["--allow-sagemaker=true"]
+# test.sh's SageMaker service (its two SageMaker tests), on both servers.
+SAGEMAKER_FLAGS = ["--allow-sagemaker=true"]
 SERVER_ENV = {"SAGEMAKER_TRITON_DEFAULT_MODEL_NAME": "simple"}
 
 

@@ -191,10 +191,10 @@ def rows() -> List[Row]:
     # ---- qa/L0_trace/test.sh: OpenTelemetry ------------------------------------
     # opentelemetry_unittest.py on one server (test.sh runs the file whole, 19
     # tests; each row is one of them, checked as check_test_results checks one).
-    # Each test starts the collector (./otelcol) itself; SageMaker is the
-    # executable's alone.
-    otel = {"exe": l0_trace.EXE_ONLY_FLAGS + l0_trace.UNITTEST_FLAGS,
-            "serve": list(l0_trace.UNITTEST_FLAGS)}
+    # Each test starts the collector (./otelcol) itself; both servers serve
+    # SageMaker's routes, as test.sh's SERVER_ARGS ask.
+    otel = {"exe": l0_trace.SAGEMAKER_FLAGS + l0_trace.UNITTEST_FLAGS,
+            "serve": l0_trace.SAGEMAKER_FLAGS + l0_trace.UNITTEST_FLAGS}
     for name in l0_trace.UNITTESTS:
         out.append(Row("L0_trace_opentelemetry", f"OpenTelemetryTest.{name}", "", "trace", otel,
                        "otel-unittest", results=1, cwd="L0_trace",
@@ -504,8 +504,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"QA files from {args.server_mirror} @ {args.server_ref} ({commit[:12]})", flush=True)
     repos = build_repositories(qa, work)
     l0_trace.install_collector(qa)
-    if any(r.suite == "L0_trace_opentelemetry" and not r.step for r in table) \
-            and "exe" in servers:
+    if any(r.suite == "L0_trace_opentelemetry" and not r.step for r in table):
         problem = l0_trace.sagemaker_model(repos["trace"])
         if problem:
             print(f"SageMaker tests: {problem}", flush=True)

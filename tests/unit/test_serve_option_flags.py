@@ -1,6 +1,7 @@
 """The executable's flags for the core's settings, as serve reads them
 (_cli.option_flags): their formats and texts are the 2.51 executable's; the
-GPU, SageMaker and Vertex AI flags are refused with the reason; and the
+GPU and Vertex AI flags are refused with the reason (SageMaker's are served:
+unit/test_sagemaker_pieces.py); and the
 executable command's setup (_cli.executable) adds a backend folder only where
 none is given."""
 
@@ -91,7 +92,7 @@ def test_bad_core_settings_get_the_executables_texts(argv, message):
 
 
 @pytest.mark.parametrize("flag", sorted(option_flags.REFUSED))
-def test_gpu_sagemaker_vertex_and_config_name_flags_are_refused_with_the_reason(flag, capsys):
+def test_gpu_and_vertex_flags_are_refused_with_the_reason(flag, capsys):
     with pytest.raises(SystemExit) as e:
         parse(f"{flag}=1")
     assert e.value.code == 2
@@ -102,7 +103,7 @@ def test_gpu_sagemaker_vertex_and_config_name_flags_are_refused_with_the_reason(
 
 def test_refusal_reasons_say_why():
     assert "GPU" in option_flags.REFUSED["--cuda-memory-pool-byte-size"]
-    assert "SageMaker" in option_flags.REFUSED["--sagemaker-port"]
+    assert not any("sagemaker" in flag for flag in option_flags.REFUSED)
     assert "Vertex AI" in option_flags.REFUSED["--vertex-ai-default-model"]
     assert "--model-config-name" not in option_flags.REFUSED
 

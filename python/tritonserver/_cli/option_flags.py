@@ -2,7 +2,7 @@
 limiter, host policies, metrics settings, repository agents, the buffer
 manager), parsed with the executable's formats and error texts (Triton 2.51's
 ``command_line_parser.cc``), and the flags ``serve`` refuses with a reason:
-the GPU ones, SageMaker's and Vertex AI's.
+the GPU ones and Vertex AI's (SageMaker's are served: sagemaker_flags).
 
 ``serve_flags`` adds these to the ``serve`` parser and merges
 ``option_settings`` into the ``tritonserver.Options`` it builds.
@@ -14,29 +14,23 @@ import argparse
 from typing import Any, Optional, Sequence
 
 NO_GPU = "this package serves on CPUs only (no GPU support in this build)"
-NO_SAGEMAKER = ("serve has no SageMaker frontend; the tritonserver executable has one "
-                "(python -m tritonserver executable)")
 NO_VERTEX_AI = ("serve has no Vertex AI frontend; the tritonserver executable has one "
                 "(python -m tritonserver executable)")
 # flag -> why serve refuses it. A ``--allow-*`` flag set to false asks for
 # nothing serve lacks and is accepted (scripts written for the executable pass
-# --allow-sagemaker=false).
+# --allow-vertex-ai=false).
 REFUSED = {
     "--cuda-memory-pool-byte-size": NO_GPU,
     "--cuda-virtual-address-size": NO_GPU,
     "--min-supported-compute-capability": NO_GPU,
     "--model-load-gpu-limit": NO_GPU,
     "--enable-peer-access": NO_GPU,
-    "--allow-sagemaker": NO_SAGEMAKER,
-    "--sagemaker-port": NO_SAGEMAKER,
-    "--sagemaker-safe-port-range": NO_SAGEMAKER,
-    "--sagemaker-thread-count": NO_SAGEMAKER,
     "--allow-vertex-ai": NO_VERTEX_AI,
     "--vertex-ai-port": NO_VERTEX_AI,
     "--vertex-ai-thread-count": NO_VERTEX_AI,
     "--vertex-ai-default-model": NO_VERTEX_AI,
 }
-_FALSE_ACCEPTED = {"--allow-sagemaker", "--allow-vertex-ai", "--enable-peer-access"}
+_FALSE_ACCEPTED = {"--allow-vertex-ai", "--enable-peer-access"}
 
 
 class _Refused(argparse.Action):

@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any, NoReturn, Optional
 
-from tritonserver._cli import option_flags
+from tritonserver._cli import option_flags, sagemaker_flags
 from tritonserver._options import ServeOptions
 
 DEFAULT_ADDRESS = "127.0.0.1"
@@ -58,7 +58,8 @@ def _port(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m tritonserver serve",
-        description="Serve a model repository over HTTP/REST, gRPC and metrics with the "
+        description="Serve a model repository over HTTP/REST, gRPC and metrics (and "
+                    "SageMaker's routes with --allow-sagemaker) with the "
                     "in-process Triton core, like the tritonserver executable (same flag "
                     "names). Endpoints listen on 127.0.0.1 unless an address is given. "
                     "Port 0 lets the system choose; the ports are printed once serving.",
@@ -204,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--metrics-port", type=_port, default=8002)
     g.add_argument("--metrics-interval-ms", type=_uint, default=2000)
 
+    sagemaker_flags.add_arguments(p, _bool, _port, _uint)
     option_flags.add_arguments(p, _uint)
 
     g = p.add_argument_group("tracing")

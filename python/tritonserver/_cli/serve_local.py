@@ -1,6 +1,7 @@
 """``python -m tritonserver serve`` without ``--ray``: an in-process Server
-behind the HTTP, gRPC and metrics frontends, and OpenAI's with
-``--openai-port`` (flags: ``tritonserver._cli.serve_flags``).
+behind the HTTP, gRPC and metrics frontends, OpenAI's with
+``--openai-port`` and SageMaker's with ``--allow-sagemaker`` (flags:
+``tritonserver._cli.serve_flags``).
 
 It runs until SIGINT or SIGTERM, then stops accepting, lets requests in
 flight finish within ``--exit-timeout-secs``, stops the server and exits 0.
@@ -18,12 +19,13 @@ from typing import Any, Optional
 import tritonserver
 from tritonserver._control.load_reasons import failure_lines
 from tritonserver._cli.option_flags import warnings as option_warnings
+from tritonserver._cli.sagemaker_flags import check_ports as check_sagemaker_ports
 from tritonserver._cli.serve_flags import (COMPRESSION_LEVELS, Signals, end_process, say,
                                            server_options, tls_options)
 from tritonserver._server import startup_failures, tracing_of
 # Imported here, not when serving starts: without the serve extra this
 # module's import fails, saying how to install it (tritonserver._cli.serve).
-from tritonserver.frontends import KServeGrpc, KServeHttp, Metrics, OpenAI
+from tritonserver.frontends import KServeGrpc, KServeHttp, Metrics, OpenAI, SageMaker
 from tritonserver._cli.trace_flags import DEPRECATED_FLAGS, deprecation_warnings, start_settings
 
 
@@ -54,6 +56,8 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None,
         for warning in option_warnings(args) + deprecation_warnings(deprecated):
             say(warning)
         tracing = start_settings(args.trace_config, deprecated)
+        check_sagemaker_ports(args)
+        sagemaker = _sagemaker_options(args)
     except (ValueError, tritonserver.TritonError) as e:
         say(f"tritonserver serve: {e}")
         return 2
@@ -101,6 +105,9 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None,
                     allow_client_shm=args.allow_client_shm, **tls)).start())
                 say(f"Started HTTPService at {frontends[-1].url}"
                     + (" (HTTPS)" if tls else ""))
+            if sagemaker is not None:
+                frontends.append(SageMaker(server, sagemaker).start())
+                say(f"Started Sagemaker HTTPService at {args.http_address}:{frontends[-1].port}")
             if args.openai_port is not None:
                 frontends.append(OpenAI(server, OpenAI.Options(
                     address=args.openai_address, port=args.openai_port,
@@ -131,6 +138,26 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None,
         except Exception:
             pass
         signals.restore()
+
+
+def _sagemaker_options(args: argparse.Namespace) -> Optional[Any]:
+    """SageMaker.Options from the flags (None without --allow-sagemaker):
+    at --http-address, with the HTTP service's input size limit, restricted
+    APIs and shared memory setting, as the executable applies them; the
+    SAGEMAKER_TRITON_* variables are read here. An inference type Triton's
+    service would refuse on every /invocations is said once."""
+    if not args.allow_sagemaker:
+        return None
+    options = SageMaker.Options(
+        address=args.http_address, port=args.sagemaker_port,
+        thread_count=max(1, args.sagemaker_thread_count),
+        max_input_size=args.http_max_input_size,
+        restricted_features=list(args.http_restricted_api),
+        allow_client_shm=args.allow_client_shm)
+    refusal = options.inference_type_error
+    if refusal is not None:
+        say(f"tritonserver serve: warning: {refusal} (the answer to every /invocations)")
+    return options
 
 
 def _wait(server: Any, args: argparse.Namespace, signals: Signals) -> None:

@@ -3,10 +3,11 @@
 ``KServeHttp`` (KServe v2 HTTP/REST, with Triton's binary tensor, generate
 and repository extensions), ``OpenAI`` (OpenAI's completions, chat
 completions and models API, docs/openai.md), ``KServeGrpc`` (the ``inference.GRPCInferenceService``
-gRPC service and the standard health service) and ``Metrics`` (Prometheus
-text at ``/metrics``) each serve a running ``tritonserver.Server``; any
-number may serve one server at once. Clients written for Triton, such as
-``tritonclient``, work unchanged::
+gRPC service and the standard health service), ``Metrics`` (Prometheus
+text at ``/metrics``) and ``SageMaker`` (Triton's SageMaker service:
+``/ping``, ``/invocations``, multi-model ``/models``) each serve a running
+``tritonserver.Server``; any number may serve one server at once. Clients
+written for Triton, such as ``tritonclient``, work unchanged::
 
     import tritonserver
     from tritonserver.frontends import KServeGrpc, KServeHttp, Metrics
@@ -33,6 +34,11 @@ from tritonserver.frontends.openai.app import (  # noqa: E402
     OpenAISettings,
     create_openai_app,
 )
+from tritonserver.frontends.sagemaker.app import (  # noqa: E402
+    SageMaker,
+    SageMakerSettings,
+    create_sagemaker_app,
+)
 from tritonserver.frontends._restricted import (  # noqa: E402
     FeatureGroup,
     Protocols,
@@ -49,7 +55,10 @@ __all__ = [
     "OpenAISettings",
     "Protocols",
     "RestrictedFeatures",
+    "SageMaker",
+    "SageMakerSettings",
     "create_http_app",
     "create_metrics_app",
     "create_openai_app",
+    "create_sagemaker_app",
 ]

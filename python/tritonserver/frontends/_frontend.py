@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ssl
 import threading
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from tritonserver import InvalidArgumentError, Server, UnavailableError
@@ -158,6 +159,26 @@ class Frontend:
         return float(self.server.options.exit_timeout)
 
 
+@dataclass
+class ListenOptions:
+    """The options every HTTP frontend has (an Options dataclass may derive
+    from this one): ``address`` (loopback unless you say otherwise),
+    ``port`` (0: the system chooses), ``reuse_port`` (SO_REUSEPORT),
+    ``thread_count`` (event loops; Python runs one thread at a time, so 1 is
+    usually fastest), and HTTPS: ``ssl_certfile`` and ``ssl_keyfile`` (PEM),
+    ``ssl_ca_certs`` and ``ssl_cert_reqs`` to check client certificates
+    (tls_context)."""
+
+    address: str = "127.0.0.1"
+    port: int = 0
+    reuse_port: bool = False
+    thread_count: int = 1
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+    ssl_ca_certs: str = ""
+    ssl_cert_reqs: Optional[str] = None
+
+
 class AsgiFrontend(Frontend):
     """A frontend whose ASGI ``app`` HttpService serves (KServeHttp, Metrics):
     options address, port, reuse_port and thread_count."""
@@ -195,5 +216,5 @@ class AsgiFrontend(Frontend):
         return "https" if self._tls is not None else "http"
 
 
-__all__ = ["AsgiFrontend", "Frontend", "check_bool", "check_int", "check_socket_options", "c",
-           "tls_context"]
+__all__ = ["AsgiFrontend", "Frontend", "ListenOptions", "check_bool", "check_int",
+           "check_socket_options", "c", "tls_context"]

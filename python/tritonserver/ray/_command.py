@@ -202,6 +202,10 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None) -> int:
         say("tritonserver serve --ray: --trace-config is not served on Ray (each replica's "
             "server would write its own trace file): serve without --ray to trace")
         return 2
+    if getattr(args, "allow_sagemaker", False):
+        say("tritonserver serve --ray: --allow-sagemaker is not served on Ray (SageMaker's "
+            "routes are one container's): serve without --ray")
+        return 2
     try:
         # Checked before the ingress's variables are set in this process.
         openai_settings(args)

@@ -172,7 +172,7 @@ def test_a_model_config_name_picks_each_models_named_config(tmp_path):
 
 @pytest.mark.parametrize("flag, reason", [
     ("--cuda-memory-pool-byte-size=0:1024", "no GPU support"),
-    ("--allow-sagemaker=true", "no SageMaker frontend"),
+    ("--enable-peer-access=true", "no GPU support"),
     ("--vertex-ai-port=8080", "no Vertex AI frontend"),
 ])
 def test_refused_flags_say_why(repository, flag, reason):

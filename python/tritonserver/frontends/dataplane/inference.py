@@ -181,15 +181,19 @@ class AnswerOnce:
         return finish_once(self.call, self._response)
 
 
+DECOUPLED_REFUSAL = ("this endpoint doesn't support models with decoupled transaction "
+                     "policy; use ModelStreamInfer (gRPC) or generate_stream (HTTP)")
+
+
 async def infer_once(server: Server, call: WireRequest, state: Optional[ServerState] = None,
-                     client_shm: bool = False) -> tuple[InferenceResponse, ModelEntry]:
+                     client_shm: bool = False, refusal: Optional[str] = None
+                     ) -> tuple[InferenceResponse, ModelEntry]:
     """Send a call to a model that answers once; returns its (successful)
     response, with only the requested outputs, and the model's entry.
     Raises the call's error. ``state``: the server's, when the caller has it;
-    ``client_shm``: the frontend lets clients use shared memory."""
-    entry = once_entry(state or state_of(server), server, call,
-                       "this endpoint doesn't support models with decoupled transaction "
-                       "policy; use ModelStreamInfer (gRPC) or generate_stream (HTTP)")
+    ``client_shm``: the frontend lets clients use shared memory; ``refusal``:
+    what a decoupled model is told (None: DECOUPLED_REFUSAL)."""
+    entry = once_entry(state or state_of(server), server, call, refusal or DECOUPLED_REFUSAL)
     iterator = send_request(call, server, entry, client_shm=client_shm)
     with AnswerOnce(call, iterator, "a streaming endpoint") as once:
         async for response in iterator:

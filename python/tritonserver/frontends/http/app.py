@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
-from tritonserver import InvalidArgumentError, Server
+from tritonserver import InferenceResponse, InvalidArgumentError, Server
 from tritonserver._trace import parse_update
 from tritonserver.frontends.dataplane import state as c
 from tritonserver.frontends.dataplane.headers import forward_regex
@@ -27,7 +27,8 @@ from tritonserver.frontends.dataplane import metadata as _metadata
 from tritonserver.frontends.dataplane import repository as _repository
 from tritonserver.frontends.dataplane import shared_memory as _shm
 from tritonserver.frontends._frontend import AsgiFrontend
-from tritonserver.frontends.http.codec import infer_reply, parse_infer, raw_binary_call
+from tritonserver.frontends.http.codec import (infer_reply, inference_header_length, parse_infer,
+                                               raw_binary_call)
 from tritonserver.frontends.httpbase.endpoint import (Endpoint, checked_limits, in_thread,
                                                   server_provider, starlette_errors)
 from tritonserver.frontends.httpbase.wire import (
@@ -76,8 +77,18 @@ class HttpSettings:
         self._forward = forward_regex(self.header_forward_pattern, "header_forward_pattern")
 
 
-class _Api:
-    """The handlers of every endpoint, for one server (or server provider)."""
+class KServeApi:
+    """The handlers of every endpoint, for one server (or server provider).
+
+    Public so that a protocol carrying KServe's inference body on other
+    routes (the SageMaker frontend, frontends/sagemaker) serves it with these
+    handlers: it overrides how an inference body is decoded and its
+    response encoded (``decode_infer``, ``encode_infer``) and what a
+    decoupled model is told (``decoupled_refusal``); tracing, the core call
+    and the answer-once policy stay this class's."""
+
+    # What /infer tells a decoupled model (None: the dataplane's text).
+    decoupled_refusal: Optional[str] = None
 
     def __init__(self, server: c.ServerLike, settings: HttpSettings):
         self.server = server_provider(server)
@@ -216,28 +227,45 @@ class _Api:
         recv_start = time.monotonic_ns() if tracing(server) else 0
         body = await read_body(scope, receive, self.max_input_size)
         headers = dict(scope["headers"])
-        encoding = headers.get(b"content-encoding")
-        if encoding is not None:
-            body = decompress(body, encoding, self.max_input_size)
-        header_length = headers.get(HEADER_LENGTH)
         version = c.parse_version(model_version)
-        if header_length is not None and header_length.strip() == b"0":
-            call, kinds, default_binary = raw_binary_call(server, model_name, version, body)
-        else:
-            call, kinds, default_binary = parse_infer(
-                scope, body, header_length, model_name, version, self.forward)
+        call, kinds, default_binary = self.decode_infer(scope, headers, body, server,
+                                                        model_name, version)
         if recv_start:  # the trace's HTTP timestamps, as Triton's frontend takes them
             trace_start(call, scope["headers"], ("HTTP_RECV_START", recv_start),
                         ("HTTP_RECV_END", time.monotonic_ns()))
         response, entry = await infer_once(server, call, self._state_of(server),
-                                           self.settings.allow_client_shm)
+                                           self.settings.allow_client_shm,
+                                           self.decoupled_refusal)
         if call.traced is None:
-            return infer_reply(headers, entry, response, call, kinds, default_binary)
+            return self.encode_infer(headers, entry, response, call, kinds, default_binary)
         send_start = time.monotonic_ns()
-        reply = infer_reply(headers, entry, response, call, kinds, default_binary)
+        reply = self.encode_infer(headers, entry, response, call, kinds, default_binary)
         mark(call, ("INFER_RESPONSE_COMPLETE", send_start), ("HTTP_SEND_START", send_start),
              ("HTTP_SEND_END", time.monotonic_ns()))
         return reply
+
+    def decode_infer(self, scope: Scope, headers: dict[bytes, bytes], body: bytes,
+                     server: Server, model_name: str, version: int
+                     ) -> tuple[WireRequest, Optional[dict[str, bool]], bool]:
+        """KServe's body: decompressed as Content-Encoding says, the JSON
+        as long as Inference-Header-Content-Length says (0: the body is the
+        only input's bytes). Returns parse_infer's triple."""
+        encoding = headers.get(b"content-encoding")
+        if encoding is not None:
+            body = decompress(body, encoding, self.max_input_size)
+        header_length = headers.get(HEADER_LENGTH)
+        if header_length is not None and header_length.strip() == b"0":
+            return raw_binary_call(server, model_name, version, body)
+        json_length = len(body) if header_length is None \
+            else inference_header_length(header_length, len(body))
+        return parse_infer(scope, body, json_length, model_name, version, self.forward)
+
+    def encode_infer(self, headers: dict[bytes, bytes], entry: c.ModelEntry,
+                     response: InferenceResponse, call: WireRequest,
+                     kinds: Optional[dict[str, bool]], default_binary: bool) -> Reply:
+        """KServe's response: JSON, binary outputs after it, compressed as
+        the client accepts."""
+        return infer_reply(headers, entry, response, call, kinds, default_binary)
 
     def _state_of(self, server: Server) -> c.ServerState:
         cached = self._state
@@ -387,7 +415,7 @@ def create_http_app(server: c.ServerLike, settings: Optional[HttpSettings] = Non
         settings = HttpSettings(**kwargs)
     elif kwargs:
         raise InvalidArgumentError("pass either settings or their fields as keywords, not both")
-    api = _Api(server, settings)
+    api = KServeApi(server, settings)
     app = _app_class()(title="tritonserver: KServe v2 HTTP/REST", docs_url=None,
                        redoc_url=None, openapi_url=None,
                        exception_handlers=starlette_errors(lambda text, *_: error_body(text)))

@@ -38,13 +38,15 @@ from tritonserver.frontends.dataplane.tensors import (
 )
 
 
-def parse_infer(scope: Scope, body: bytes, header_length: Optional[bytes], model_name: str,
+def parse_infer(scope: Scope, body: bytes, json_end: int, model_name: str,
                 version: int, forward: Optional["re.Pattern[str]"]
                 ) -> tuple[WireRequest, Optional[dict[str, bool]], bool]:
     """A JSON (and binary) inference request to a call: (call, whether each
-    requested output is sent as binary data (None: none named), the default)."""
+    requested output is sent as binary data (None: none named), the default).
+    ``json_end``: the JSON's length, the binary inputs after it (the
+    protocol says where: KServe's Inference-Header-Content-Length,
+    SageMaker's json-header-size)."""
     size = len(body)
-    json_end = size if header_length is None else inference_header_length(header_length, size)
     try:
         request = _json.loads(body if json_end == size else body[:json_end])
     except (ValueError, UnicodeDecodeError, RecursionError) as e:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Optional
 
 from tritonserver import InvalidArgumentError, Server
 from tritonserver.frontends.dataplane import state as c
-from tritonserver.frontends._frontend import AsgiFrontend
+from tritonserver.frontends._frontend import AsgiFrontend, ListenOptions
 from tritonserver.frontends.httpbase.wire import http_status
 
 if TYPE_CHECKING:
@@ -49,8 +49,9 @@ class Metrics(AsgiFrontend):
     _kind = "metrics"
 
     @dataclass
-    class Options:
-        """Metrics frontend options (names as in NVIDIA's tritonfrontend).
+    class Options(ListenOptions):
+        """Metrics frontend options (names as in NVIDIA's tritonfrontend):
+        ListenOptions' (port 8002 by default).
 
         ``ssl_certfile``, ``ssl_keyfile``: serve HTTPS with this certificate
         (PEM, chain after it) and key; ``ssl_ca_certs`` and ``ssl_cert_reqs``
@@ -58,14 +59,7 @@ class Metrics(AsgiFrontend):
         ``ssl_ca_certs``) check client certificates.
         """
 
-        address: str = "127.0.0.1"
         port: int = 8002
-        reuse_port: bool = False
-        thread_count: int = 1
-        ssl_certfile: str = ""
-        ssl_keyfile: str = ""
-        ssl_ca_certs: str = ""
-        ssl_cert_reqs: Optional[str] = None
 
     _service_name = "tritonserver-metrics"
 
