@@ -173,3 +173,33 @@ def test_model_metrics_buckets_the_last_control_of_the_family_wins():
     latency_histograms.check(config)
     assert latency_histograms.buckets(config) == [-1.0, 0.5]
     assert latency_histograms.buckets({}) == []
+
+
+def test_a_signal_during_a_write_to_standard_error_stops_cleanly(monkeypatch, capfd):
+    """Python runs a signal handler inside a buffered write that the signal
+    interrupted (EINTR): the handler's own line then re-entered the same
+    stream ("reentrant call", RuntimeError), which escaped into serve's
+    main thread and ended a clean stop with status 1 (seen in a CI run).
+    Here the handler runs in the middle of a write to standard error."""
+    import io
+    import signal
+    import sys
+
+    from tritonserver._cli.serve_flags import Signals, say
+
+    signals = Signals()
+
+    class Interrupted(io.RawIOBase):
+        def writable(self) -> bool:
+            return True
+
+        def write(self, data) -> int:
+            if not signals.stop.is_set():
+                signals._handle(signal.SIGTERM, None)  # the signal, mid-write
+            return len(data)
+
+    stream = io.TextIOWrapper(io.BufferedWriter(Interrupted()), line_buffering=True)
+    monkeypatch.setattr(sys, "stderr", stream)
+    say("tritonserver serve: ready")
+    assert signals.stop.is_set()
+    assert "signal 15: stopping" in capfd.readouterr().err

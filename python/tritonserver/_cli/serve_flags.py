@@ -308,7 +308,19 @@ def say(message: str) -> None:
     that raised in the signal handler ended a clean stop with status 1)."""
     try:
         print(message, file=sys.stderr, flush=True)
-    except (OSError, ValueError):  # EPIPE; or the stream closed
+    except (OSError, ValueError, RuntimeError):  # EPIPE; the stream closed; a reentrant write
+        pass
+
+
+def _say_raw(message: str) -> None:
+    """A line written straight to the standard error's file, for the signal
+    handler: Python runs a handler inside a buffered write of the main
+    thread that a signal interrupted (EINTR), and a print to the same stream
+    there raises "reentrant call" (RuntimeError), which ended a clean stop
+    with status 1. One unbuffered write cannot re-enter; lost when it fails."""
+    try:
+        os.write(2, (message + "\n").encode("utf-8", "replace"))
+    except OSError:
         pass
 
 
@@ -329,11 +341,11 @@ class Signals:
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.stop.is_set():
-            say(f"tritonserver serve: signal {signum} again, exiting now")
+            _say_raw(f"tritonserver serve: signal {signum} again, exiting now")
             os._exit(1)
-        say(f"tritonserver serve: signal {signum}: stopping (in-flight requests get the exit "
-             "timeout to finish)")
         self.stop.set()
+        _say_raw(f"tritonserver serve: signal {signum}: stopping (in-flight requests get the "
+                 "exit timeout to finish)")
 
 
 
