@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import textwrap
 from typing import Any, Iterator, Optional
 
@@ -34,6 +35,7 @@ from frontends.serve_process import Serve
 import tritonclient.http as httpclient  # noqa: E402
 
 from tritonserver.frontends import SageMaker  # noqa: E402
+from tritonserver.frontends.sagemaker import models as sagemaker_models  # noqa: E402
 from tritonserver.frontends.sagemaker.wire import BINARY_MIME  # noqa: E402
 
 EXAMPLES = tritonserver.example_model_repository()
@@ -55,12 +57,41 @@ def server() -> Iterator[tritonserver.Server]:
     stop_within(s)
 
 
+def _usable_folder(base: Any) -> Iterator[str]:
+    """A new folder in `base`, or in /tmp where `base` lies under /dev
+    (TMPDIR on /dev/shm), /proc or /sys: SageMaker's service refuses urls
+    there, as Triton's does; removed afterwards."""
+    if check_not_system_folder(str(base)):
+        yield str(base)
+        return
+    folder = tempfile.mkdtemp(prefix="sagemaker-tests-", dir="/tmp")
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def check_not_system_folder(path: str) -> bool:
+    try:
+        sagemaker_models.check_not_system(path)
+        return True
+    except sagemaker_models.SystemFolderError:
+        return False
+
+
 @pytest.fixture(scope="module")
-def root(tmp_path_factory: Any) -> str:
+def root(tmp_path_factory: Any) -> Iterator[str]:
     """The tests' stand-in for /opt/ml/models."""
-    folder = tmp_path_factory.mktemp("sagemaker") / "models"
-    folder.mkdir()
-    return str(folder)
+    for base in _usable_folder(tmp_path_factory.mktemp("sagemaker")):
+        folder = os.path.join(base, "models")
+        os.mkdir(folder)
+        yield folder
+
+
+@pytest.fixture
+def outside(tmp_path: Any) -> Iterator[str]:
+    """A folder outside the models root (and outside /dev, /proc, /sys)."""
+    yield from _usable_folder(tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -417,8 +448,8 @@ def test_the_target_model_header_names_the_model(server: tritonserver.Server,
 
 
 def test_urls_outside_the_models_root_and_system_folders_are_refused(
-        server: tritonserver.Server, sagemaker: SageMaker, root: str, tmp_path: Any):
-    elsewhere = archive(str(tmp_path), "h", {"model": "add_sub_int32"}, at_url=True)
+        server: tritonserver.Server, sagemaker: SageMaker, root: str, outside: str):
+    elsewhere = archive(outside, "h", {"model": "add_sub_int32"}, at_url=True)
     status, _, body = load(sagemaker, "h", elsewhere)
     assert status == 400 and support.json_error(body) == (
         f"Invalid \"url\" '{elsewhere}': expected a path of the form {root}/<hash>/model"
