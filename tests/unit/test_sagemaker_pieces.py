@@ -8,6 +8,10 @@ executable's texts)."""
 
 from __future__ import annotations
 
+import pathlib
+import shutil
+import tempfile
+
 import pytest
 
 from tritonserver import AlreadyExistsError, InternalError, InvalidArgumentError
@@ -74,6 +78,23 @@ def test_a_taken_name_is_409():
 
 
 # ---- Where a load's url puts the model -----------------------------------------------------
+
+
+@pytest.fixture
+def tmp_path(tmp_path):
+    """pytest's tmp_path, or a folder in /tmp where it lies under /dev (a
+    TMPDIR on /dev/shm), /proc or /sys: SageMaker's service refuses urls
+    there before reading them, as Triton's does."""
+    try:
+        models.check_not_system(str(tmp_path))
+    except models.SystemFolderError:
+        folder = tempfile.mkdtemp(prefix="sagemaker-tests-", dir="/tmp")
+        try:
+            yield pathlib.Path(folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return
+    yield tmp_path
 
 
 def test_a_url_holding_a_config_is_the_model_and_its_parent_the_repository(tmp_path):
