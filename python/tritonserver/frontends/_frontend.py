@@ -215,6 +215,12 @@ class AsgiFrontend(Frontend):
         """"https" when the frontend serves TLS, else "http"."""
         return "https" if self._tls is not None else "http"
 
+    @property
+    def base_url(self) -> str:
+        """``scheme://host:port``, an IPv6 address in brackets."""
+        host = self.options.address
+        return f"{self.scheme}://{f'[{host}]' if ':' in host else host}:{self.port}"
+
 
 __all__ = ["AsgiFrontend", "Frontend", "ListenOptions", "check_bool", "check_int",
            "check_socket_options", "c", "tls_context"]

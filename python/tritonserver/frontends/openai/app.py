@@ -450,6 +450,4 @@ class OpenAI(AsgiFrontend):
     @property
     def url(self) -> str:
         """The API's base URL, as the ``openai`` client takes it (``.../v1``)."""
-        host = self.options.address
-        host = f"[{host}]" if ":" in host else host
-        return f"{self.scheme}://{host}:{self.port}/v1"
+        return f"{self.base_url}/v1"

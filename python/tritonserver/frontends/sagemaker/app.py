@@ -369,8 +369,7 @@ class SageMaker(AsgiFrontend):
     @property
     def url(self) -> str:
         """The base URL of the routes (``http://127.0.0.1:8080``: add ``/ping``...)."""
-        host = self.options.address
-        return f"{self.scheme}://{f'[{host}]' if ':' in host else host}:{self.port}"
+        return self.base_url
 
 
 __all__ = ["SageMaker", "SageMakerApp", "SageMakerSettings", "create_sagemaker_app"]
