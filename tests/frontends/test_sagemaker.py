@@ -652,3 +652,43 @@ def test_serve_refuses_clashing_ports(flags: list[str], message: str):
         assert f"tritonserver serve: {message}" in serve.output()
     finally:
         serve.end()
+
+
+def test_generated_bad_requests_get_client_errors_and_the_server_stays_live(
+        server: tritonserver.Server, sagemaker: SageMaker):
+    """Random bodies, truncations of a good one and random json-header-size
+    values on every route: each gets a 4xx (a JSON error, or an empty body
+    where Triton sends none), never a 5xx or a dropped connection; /ping and a
+    good inference answer after them as before."""
+    import random
+
+    rng = random.Random(20261205)
+    good, _ = add_sub_body()
+    ping = call(sagemaker, "GET", "/ping")[0]  # earlier tests' failed loads may leave it 400
+    statuses: dict[int, int] = {}
+    for i in range(200):
+        kind = i % 4
+        if kind == 0:
+            body = bytes(rng.randrange(256) for _ in range(rng.randrange(64)))
+        elif kind == 1:
+            body = good[:rng.randrange(len(good))]
+        elif kind == 2:
+            body = json.dumps({"model_name": rng.choice(["", "h", 7, None]),
+                               "url": rng.choice(["", "x", "/", 3, [], "/opt/ml/models"])}).encode()
+        else:
+            body = good
+        headers = {"Content-Type": rng.choice(
+            ["application/json", binary_type(rng.randrange(-5, len(body) + 50)),
+             BINARY_MIME + rng.choice(["", "x", "99999999999", " 3"]), "text/plain"])}
+        method, path = rng.choice([("POST", "/invocations"), ("POST", "/models"),
+                                   ("POST", "/models/nope/invoke"), ("DELETE", "/models/nope"),
+                                   ("GET", "/models/nope")])
+        status, _, data = call(sagemaker, method, path, body, headers)
+        statuses[status] = statuses.get(status, 0) + 1
+        assert status in (200, 400, 404, 409), (method, path, headers, body[:80], status, data)
+        if status == 400 and data:
+            assert support.json_error(data)
+    assert statuses.get(400, 0) > 50, statuses
+    assert server.live()
+    assert call(sagemaker, "GET", "/ping")[0] == ping
+    check_add_sub_json(*call(sagemaker, "POST", "/invocations", good, JSON))
