@@ -202,7 +202,7 @@ class InferenceRequest:
         self._timeout = timeout
         self._preferred = preferred_memory
         self._trace = trace or InferenceTrace()
-        self._parameters = dict(parameters or {})
+        self._parameters = dict(parameters)
 
     @classmethod
     def of(cls, request: ModelRequest) -> "InferenceRequest":
