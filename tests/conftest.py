@@ -37,6 +37,20 @@ def pytest_collection_modifyitems(config, items):
         path = os.path.abspath(str(item.path))
         inside = os.path.commonpath([path, UNIT_DIR]) == UNIT_DIR
         item.add_marker(pytest.mark.unit if inside else pytest.mark.integration)
+        if item.get_closest_marker("gpu") is not None and not _gpu_seen():
+            item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU (none is visible)"))
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_seen() -> bool:
+    """Whether the process sees a GPU: its device files, then the CUDA runtime's count."""
+    from tritonserver import _gpu
+
+    if not _gpu.present():
+        return False
+    from tritonserver import _cuda
+
+    return _cuda.device_count() > 0
 
 
 # Forensics for crashes and hangs (tests/forensics.py): its hooks, run by this conftest.

@@ -2,25 +2,24 @@
 default_memory_allocators, the allocators used when a request names none.
 
 ``default_memory_allocators`` maps a MemoryType to its allocator: CPU
-always, GPU where a GPU and cupy are present. A request that names no
-allocator gets its outputs from it: with the CPU entry as shipped (and no
-other entry changed) outputs land in host memory allocated by the binding
-(the fast path); once a program replaces or removes an entry, outputs are
-allocated through the mapping, falling back to its CPU entry for a memory
-type it lacks. ``output_memory_type`` naming a type the mapping lacks is an
+always, GPU and CPU_PINNED where the process sees a GPU (their memory
+comes from the CUDA runtime the core ships, tritonserver._cuda). A request
+that names no allocator gets its outputs from it: with the CPU entry as
+shipped outputs land in host memory allocated by the binding (the fast
+path); once a program replaces or removes an entry, outputs are allocated
+through the mapping, falling back to its CPU entry for a memory type it
+lacks. ``output_memory_type`` naming a type the mapping lacks is an
 InvalidArgumentError.
 """
 
 from __future__ import annotations
 
 import abc
-import importlib
-import importlib.util
 from typing import Any, Iterable, Optional
 
 import numpy as np
 
-from tritonserver import _gpu
+from tritonserver import _cuda, _gpu
 from tritonserver._enums import MemoryType
 from tritonserver._errors import InvalidArgumentError
 from tritonserver._tensor import MemoryBuffer
@@ -47,18 +46,25 @@ class CPUAllocator(MemoryAllocator):
 
 
 class GPUAllocator(MemoryAllocator):
-    """Device memory in a cupy array on GPU `memory_type_id`."""
+    """Device memory on GPU `memory_type_id` (cudaMalloc; freed with its owner)."""
 
     def allocate(self, size: int, memory_type: MemoryType, memory_type_id: int) -> MemoryBuffer:
-        cupy: Any = importlib.import_module("cupy")  # registered only where it is present
+        owner = _cuda.DeviceAllocation(size, memory_type_id)
+        return MemoryBuffer(owner.ptr, MemoryType.GPU, memory_type_id, size, owner)
 
-        with cupy.cuda.Device(memory_type_id):
-            return MemoryBuffer.from_dlpack(cupy.empty(size, cupy.uint8))
+
+class PinnedAllocator(MemoryAllocator):
+    """Page-locked host memory (cudaMallocHost; freed with its owner)."""
+
+    def allocate(self, size: int, memory_type: MemoryType, memory_type_id: int) -> MemoryBuffer:
+        owner = _cuda.PinnedAllocation(size)
+        return MemoryBuffer(owner.ptr, MemoryType.CPU_PINNED, 0, size, owner)
 
 
 _SHIPPED: dict[MemoryType, MemoryAllocator] = {MemoryType.CPU: CPUAllocator()}
-if _gpu.present() and importlib.util.find_spec("cupy") is not None:
+if _gpu.present():
     _SHIPPED[MemoryType.GPU] = GPUAllocator()
+    _SHIPPED[MemoryType.CPU_PINNED] = PinnedAllocator()
 
 
 class DefaultMemoryAllocators(dict[MemoryType, MemoryAllocator]):

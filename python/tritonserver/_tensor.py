@@ -177,7 +177,7 @@ class Tensor:
         if self.data_type != DataType.BYTES:
             raise InvalidArgumentError(f"to_bytes_array needs a BYTES tensor, not {DataType(self.data_type).name}")
         count = int(np.prod(self.shape, dtype=np.int64)) if len(self.shape) else 1
-        items = _deserialize_bytes(buffer_view(self.memory_buffer), count)
+        items = _deserialize_bytes(buffer_view(self.to_host().memory_buffer), count)
         out = np.empty(len(items), dtype=object)
         out[:] = items
         return out.reshape(tuple(self.shape))
@@ -194,17 +194,58 @@ class Tensor:
     # ---- Devices --------------------------------------------------------------
 
     def to_host(self) -> "Tensor":
-        """This tensor in host memory (itself when it already is)."""
+        """This tensor in host memory: itself when it already is (CPU or
+        CPU_PINNED), else a copy of its device memory in a numpy array."""
         if self.memory_type in (MemoryType.CPU, MemoryType.CPU_PINNED):
             return self
-        raise UnsupportedError("copying from GPU memory to the host is not supported yet")
+        return self._copied_to(MemoryType.CPU, 0)
 
     def to_device(self, device: Any) -> "Tensor":
-        """This tensor on `device` ("cpu", MemoryType.CPU, (MemoryType, id)...)."""
-        memory_type, _ = parse_device(device)
-        if memory_type in (MemoryType.CPU, MemoryType.CPU_PINNED):
+        """This tensor on `device` ("cpu", "gpu:1", MemoryType.GPU,
+        (MemoryType.GPU, 1), (DLDeviceType.kDLCUDA, 1)...): itself when it is
+        there already, else a copy (device memory from the CUDA runtime)."""
+        memory_type, device_id = parse_device(device)
+        if memory_type == MemoryType.CPU:
             return self.to_host()
-        raise UnsupportedError("moving tensors to GPU memory is not supported yet")
+        if memory_type == MemoryType.CPU_PINNED:
+            if self.memory_type == MemoryType.CPU_PINNED:
+                return self
+            return self._copied_to(MemoryType.CPU_PINNED, 0)
+        if self.memory_type == MemoryType.GPU and self.memory_type_id == device_id:
+            return self
+        return self._copied_to(MemoryType.GPU, device_id)
+
+    def _copied_to(self, memory_type: MemoryType, device_id: int) -> "Tensor":
+        from tritonserver import _cuda
+
+        size = self.size
+        owner: Any
+        if memory_type == MemoryType.CPU:
+            owner = np.empty(size, np.uint8)
+            address = owner.ctypes.data
+        elif memory_type == MemoryType.CPU_PINNED:
+            owner = _cuda.PinnedAllocation(size)
+            address = owner.ptr
+        else:
+            owner = _cuda.DeviceAllocation(size, device_id)
+            address = owner.ptr
+        _cuda.copy(address, self.data_ptr, size)
+        return Tensor(self.data_type, tuple(self.shape),
+                      MemoryBuffer(address, memory_type, device_id, size, owner))
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """Numba's and CuPy's CUDA array interface (version 3), for tensors in
+        GPU memory; an AttributeError for others, as the protocol expects."""
+        if self.memory_type != MemoryType.GPU:
+            raise AttributeError("__cuda_array_interface__: this tensor is not in GPU memory")
+        if self.data_type in (DataType.BYTES, DataType.BF16):
+            raise AttributeError(
+                f"__cuda_array_interface__: {DataType(self.data_type).name} has no typestr")
+        return {"shape": tuple(int(n) for n in self.shape),
+                "typestr": dt.to_numpy_dtype(self.data_type).str,
+                "data": (self.data_ptr, False), "strides": None, "stream": None, "version": 3}
+
 
 def tensor_of(value: Any, data_type: Optional[DataType] = None) -> Tensor:
     """A request input as a Tensor: a Tensor, numpy array, DLPack producer,
@@ -217,6 +258,8 @@ def tensor_of(value: Any, data_type: Optional[DataType] = None) -> Tensor:
         return _numpy_tensor(value)
     if hasattr(value, "__dlpack__"):
         return Tensor.from_dlpack(value)
+    if hasattr(value, "__cuda_array_interface__"):
+        return from_cuda_array_interface(value)
     if data_type is not None and data_type not in (DataType.BYTES, DataType.BF16):
         array = np.asarray(value, dtype=dt.to_numpy_dtype(data_type))
     else:
@@ -261,6 +304,44 @@ def parse_device(device: Any) -> tuple[MemoryType, int]:
         if isinstance(kind, int) and kind in _MEMORY_TYPE_BY_DLPACK_DEVICE:
             return _MEMORY_TYPE_BY_DLPACK_DEVICE[kind], int(index)
     raise InvalidArgumentError(f"unknown device {device!r}")
+
+
+def from_cuda_array_interface(obj: Any) -> Tensor:
+    """A tensor over the device memory of an object with the CUDA array
+    interface (Numba's device arrays, for one), in place: it must be
+    C-contiguous, and it stays referenced as the buffer's owner."""
+    from tritonserver import _cuda
+
+    interface = obj.__cuda_array_interface__
+    shape = tuple(int(n) for n in interface["shape"])
+    dtype = np.dtype(interface["typestr"])
+    strides = interface.get("strides")
+    if strides is not None and tuple(strides) != _contiguous_strides(shape, dtype.itemsize):
+        raise InvalidArgumentError(
+            "__cuda_array_interface__: the array is not C-contiguous; make it contiguous first")
+    if not dtype.isnative:
+        raise InvalidArgumentError("__cuda_array_interface__: the array's byte order is not native")
+    if interface.get("mask") is not None:
+        raise UnsupportedError("__cuda_array_interface__: masked arrays are not supported")
+    address = int(interface["data"][0])
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    device_id = 0
+    if address:
+        kind, device_id = _cuda.pointer_device(address)
+        if kind not in (_cuda.MEMORY_DEVICE, _cuda.MEMORY_MANAGED):
+            raise InvalidArgumentError(
+                "__cuda_array_interface__: the data pointer is not device memory")
+    data_type = dt.from_numpy_dtype(dtype)
+    return Tensor(data_type, shape,
+                  MemoryBuffer(address, MemoryType.GPU, device_id, count * dtype.itemsize, obj))
+
+
+def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides, step = [], itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
 
 
 def _import_dlpack(obj: Any) -> tuple[dict[str, Any], MemoryBuffer]:
