@@ -86,7 +86,14 @@ class Identity : public tb::Backend {
     if (settings.delay_ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(settings.delay_ms));
     }
-    requests.ForEach([&settings](tb::Request& request) {
+    // A GPU instance asks for its outputs on its own device; whichever
+    // memory the client's allocator gives, the copy goes straight there
+    // (device to device when both sides are on a GPU).
+    const bool on_gpu = instance.kind() == TRITONSERVER_INSTANCEGROUPKIND_GPU;
+    const TRITONSERVER_MemoryType preferred =
+        on_gpu ? TRITONSERVER_MEMORY_GPU : TRITONSERVER_MEMORY_CPU;
+    const int64_t preferred_id = on_gpu ? instance.device_id() : 0;
+    requests.ForEach([&](tb::Request& request) {
       if (settings.custom_tracing) ReportCustomActivities(request, settings);
       tb::Response response = request.NewResponse();
       for (const std::string& output : request.RequestedOutputs()) {
@@ -95,8 +102,9 @@ class Identity : public tb::Backend {
                                            "' is not named OUTPUT<i>, so it has no INPUT<i>");
         }
         const tb::InputTensor input = request.Input("INPUT" + output.substr(6));
-        input.CopyTo(
-            response.AddOutput(output, input.dtype(), input.shape(), input.byte_size()).data());
+        const tb::OutputTensor out = response.AddOutputBuffer(
+            output, input.dtype(), input.shape(), input.byte_size(), preferred, preferred_id);
+        input.CopyTo(out.data(), out.memory_type(), out.memory_type_id());
       }
       response.Send();
     });

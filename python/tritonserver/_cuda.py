@@ -52,9 +52,9 @@ def _candidates() -> list[str]:
     """Where a CUDA runtime may be: the core's folder first, then the system's."""
     found: list[str] = []
     try:
-        from tritonserver._runtime import ensure_core_loaded
+        from tritonserver._core import find_core
 
-        core = ensure_core_loaded()
+        core = find_core()
         found += sorted(glob.glob(os.path.join(core.libs_dir, "libcudart*.so*")))
     except Exception:  # no core: a system runtime may still be there
         pass

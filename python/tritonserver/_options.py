@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 import typing
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, Iterable, Literal, Optional, Union, cast
@@ -51,6 +52,15 @@ def _option(default: Any = MISSING, *, setter: Optional[str],
     return field(default=default, metadata=metadata)
 
 
+PYTHON_BACKEND_ENV = "TRITONSERVER_PYTHON_BACKEND"
+
+
+def python_backend_default() -> Any:
+    """Options.python_backend's default: TRITONSERVER_PYTHON_BACKEND, else
+    "stub" (another value fails the option's check at start, naming it)."""
+    return os.environ.get(PYTHON_BACKEND_ENV) or "stub"
+
+
 def _scalar(value: Any) -> Iterable[tuple[Any, ...]]:
     if value is None:
         return ()
@@ -87,11 +97,13 @@ class Options:
       clash. None: the package's backends only.
     - ``cache_directory`` (default None) means the caches of the installed
       core (the local response cache ships with it).
-    - ``python_backend`` (not in the reference; default ``"stub"``): where
-      ``backend: "python"`` models (and python-based backends) run:
-      ``"stub"``, Triton's python backend, a stub process per instance;
-      ``"inprocess"``, this interpreter (docs/inprocess.md). A model's
-      ``runtime: "libtriton_python_inprocess.so"`` or
+    - ``python_backend`` (not in the reference; default ``"stub"``, or the
+      environment's ``TRITONSERVER_PYTHON_BACKEND``, so that a program
+      written for NVIDIA's package runs its Python models in-process
+      unchanged): where ``backend: "python"`` models (and python-based
+      backends) run: ``"stub"``, Triton's python backend, a stub process
+      per instance; ``"inprocess"``, this interpreter (docs/inprocess.md).
+      A model's ``runtime: "libtriton_python_inprocess.so"`` or
       ``"libtriton_python_stub.so"`` picks one for that model.
 
     ``backend_configuration``, ``host_policies`` and ``metrics_configuration``
@@ -152,7 +164,8 @@ class Options:
         setter="set_host_policy", factory=dict, args=_settings, check=_SETTINGS)
     metrics_configuration: dict[str, dict[str, str]] = _option(
         setter="set_metrics_config", factory=dict, args=_settings, check=_SETTINGS)
-    python_backend: Literal["stub", "inprocess"] = _option("stub", setter=None)
+    python_backend: Literal["stub", "inprocess"] = _option(setter=None,
+                                                           factory=python_backend_default)
 
     def _repositories(self) -> list[str]:
         repos = self.model_repository

@@ -20,12 +20,13 @@ from conftest import _gpu_seen
 no_gpu = pytest.mark.skipif(_gpu_seen(), reason="checks what happens without a GPU")
 
 
-def _labelled(memory_type: MemoryType, device_id: int = 0, data_type=DataType.FP32) -> Tensor:
+def _labelled(memory_type: MemoryType, device_id: int = 0, data_type=DataType.FP32,
+              shape=(2, 3)) -> Tensor:
     """A tensor that says its (host) bytes are in `memory_type`: enough for
     everything that reads only the description."""
     array = np.arange(6, dtype=np.float32)
     buffer = MemoryBuffer(array.ctypes.data, memory_type, device_id, array.nbytes, array)
-    return Tensor(data_type, (2, 3), buffer)
+    return Tensor(data_type, shape, buffer)
 
 
 def test_the_cuda_runtime_is_the_one_the_core_ships():
@@ -140,3 +141,97 @@ def test_an_ipc_handle_of_the_wrong_size_is_refused():
 @no_gpu
 def test_without_a_gpu_only_the_cpu_allocator_ships():
     assert set(tritonserver.default_memory_allocators) == {MemoryType.CPU}
+
+
+# ---- Through the core: device memory met by backends without a GPU ----------
+
+class _LabelledGpuAllocator(tritonserver.MemoryAllocator):
+    """Host memory labelled as GPU 0's: whoever copies into it must go
+    through CUDA, which without a GPU fails with its own error."""
+
+    def allocate(self, size, memory_type, memory_type_id):
+        array = np.empty(size, np.uint8)
+        return MemoryBuffer(array.ctypes.data, MemoryType.GPU, 0, size, array)
+
+
+def _answers_after(model) -> None:
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(
+        np.from_dlpack(next(model.infer(inputs={"INPUT0": x})).outputs["OUTPUT0"]), x)
+
+
+@no_gpu
+def test_an_sdk_backend_writing_to_device_memory_without_a_gpu_fails_that_request(server):
+    model = server.model("identity_fp32")
+    with pytest.raises(tritonserver.UnavailableError,
+                       match="cudaMemcpy of 16 bytes from CPU to GPU memory failed"):
+        next(model.infer(inputs={"INPUT0": np.ones(4, np.float32)},
+                         output_memory_allocator=_LabelledGpuAllocator()))
+    _answers_after(model)
+
+
+@no_gpu
+def test_an_sdk_backend_reading_device_memory_without_a_gpu_fails_that_request(server):
+    model = server.model("identity_fp32")
+    with pytest.raises(tritonserver.UnavailableError,
+                       match="cudaMemcpy of 24 bytes from GPU to CPU memory failed"):
+        next(model.infer(inputs={"INPUT0": _labelled(MemoryType.GPU, shape=(6,))}))
+    _answers_after(model)
+
+
+class _Echo(tritonserver.PythonModel):
+    def execute(self, requests):
+        return [{"OUTPUT0": r.inputs["INPUT0"]} for r in requests]
+
+
+@no_gpu
+def test_a_python_model_answering_into_device_memory_without_a_gpu_fails_that_request(
+        explicit_empty):
+    model = explicit_empty.register_model("echo_gpu_paths", _Echo,
+                                          inputs={"INPUT0": (np.float32, [-1])},
+                                          outputs={"OUTPUT0": (np.float32, [-1])})
+    with pytest.raises(tritonserver.UnavailableError,
+                       match="cudaMemcpy of 12 bytes from CPU to GPU memory failed"):
+        next(model.infer(inputs={"INPUT0": np.ones(3, np.float32)},
+                         output_memory_allocator=_LabelledGpuAllocator()))
+    _answers_after(model)
+
+
+PB_WHERE = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(
+            "CPU", np.array([pb_utils.get_input_tensor_by_name(r, "X").is_cpu()]))])
+            for r in requests]
+"""
+
+
+@no_gpu
+@pytest.mark.parametrize("force_cpu", ["yes", "no"])
+def test_pb_utils_device_inputs_follow_force_cpu_only_input_tensors(tmp_path, force_cpu):
+    from conftest import start_server, stop_within, write_model
+
+    write_model(tmp_path, "where", f"""
+        name: "where"
+        backend: "inprocess"
+        input [ {{ name: "X", data_type: TYPE_FP32, dims: [ 2, 3 ] }} ]
+        output [ {{ name: "CPU", data_type: TYPE_BOOL, dims: [ 1 ] }} ]
+        parameters {{ key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: {{ string_value: "{force_cpu}" }} }}
+        """, {"model.py": PB_WHERE})
+    s = start_server(model_repository=str(tmp_path))
+    try:
+        model = s.model("where")
+        if force_cpu == "no":  # the model sees the input where it is
+            out = next(model.infer(inputs={"X": _labelled(MemoryType.GPU)})).outputs["CPU"]
+            assert not bool(np.from_dlpack(out)[0])
+        else:  # it is copied to the host for the model, which needs CUDA
+            with pytest.raises(tritonserver.TritonError, match="cudaMemcpy of 24 bytes failed"):
+                next(model.infer(inputs={"X": _labelled(MemoryType.GPU)}))
+        host = np.zeros((2, 3), np.float32)
+        assert bool(np.from_dlpack(next(model.infer(inputs={"X": host})).outputs["CPU"])[0])
+    finally:
+        stop_within(s)

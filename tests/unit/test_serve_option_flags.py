@@ -203,3 +203,14 @@ def test_a_signal_during_a_write_to_standard_error_stops_cleanly(monkeypatch, ca
     say("tritonserver serve: ready")
     assert signals.stop.is_set()
     assert "signal 15: stopping" in capfd.readouterr().err
+
+
+def test_the_python_backend_follows_the_environment_unless_a_flag_says(monkeypatch):
+    monkeypatch.delenv("TRITONSERVER_PYTHON_BACKEND", raising=False)
+    assert options().python_backend == "stub"
+    assert tritonserver.Options().python_backend == "stub"
+    monkeypatch.setenv("TRITONSERVER_PYTHON_BACKEND", "inprocess")
+    assert options().python_backend == "inprocess"
+    assert tritonserver.Options().python_backend == "inprocess"
+    assert options("--python-backend=stub").python_backend == "stub"
+    assert tritonserver.Options(python_backend="stub").python_backend == "stub"

@@ -33,10 +33,7 @@ class Input {
       data_ = buffers[0].data;
       memory_type_ = buffers[0].memory_type;
       memory_type_id_ = buffers[0].memory_type_id;
-    } else if (buffers.size() > 1) {  // gathered into one host copy
-      if (!tensor.in_host_memory()) {
-        throw tb::Error::Unsupported("input '" + name_ + "' came in several device buffers");
-      }
+    } else if (buffers.size() > 1) {  // gathered into one host copy (from devices too)
       gathered_.reset(new char[byte_size_]);
       tensor.CopyTo(gathered_.get());
       data_ = gathered_.get();

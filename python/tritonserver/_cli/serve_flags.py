@@ -21,7 +21,7 @@ import time
 from typing import Any, NoReturn, Optional
 
 from tritonserver._cli import option_flags, sagemaker_flags
-from tritonserver._options import ServeOptions
+from tritonserver._options import ServeOptions, python_backend_default
 
 DEFAULT_ADDRESS = "127.0.0.1"
 _TRUE = {"true", "on", "1", "yes"}
@@ -89,9 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--id", default="triton", help="server identifier")
     g.add_argument("--backend-directory", metavar="PATH",
                    help="a folder of your own backends, served beside the package's")
-    g.add_argument("--python-backend", choices=("stub", "inprocess"), default="stub",
+    g.add_argument("--python-backend", choices=("stub", "inprocess"), default=None,
                    help="where backend: \"python\" models run: Triton's python backend "
-                        "(a stub process per instance) or this process (docs/inprocess.md)")
+                        "(a stub process per instance) or this process (docs/inprocess.md); "
+                        "default: $TRITONSERVER_PYTHON_BACKEND, else stub")
     g.add_argument("--backend-config", action="append", default=[],
                    metavar="<backend>,<setting>=<value>")
     g.add_argument("--model-load-thread-count", type=_uint, default=4)
@@ -278,7 +279,7 @@ def server_options(args: argparse.Namespace) -> Any:
         strict_model_config=strict, strict_readiness=args.strict_readiness,
         exit_on_error=args.exit_on_error, exit_timeout=args.exit_timeout_secs,
         backend_directory=args.backend_directory, backend_configuration=backend_config,
-        python_backend=args.python_backend,
+        python_backend=args.python_backend or python_backend_default(),
         model_load_thread_count=args.model_load_thread_count,
         model_load_retry_count=args.model_load_retry_count,
         model_namespacing=args.model_namespacing,

@@ -30,6 +30,7 @@ from tritonserver._inprocess._pb_types import (
     TritonModelException,
     checked_parameters,
     current_model,
+    host_input,
     model_response,
     running_for,
 )
@@ -192,6 +193,7 @@ class InferenceRequest:
                                 f"not {type(tensor).__name__}")
         parameters = checked_parameters(parameters)
         self._request = None
+        self._cpu_inputs = True
         self._id = request_id
         self._correlation_id = correlation_id
         self._inputs = list(inputs)
@@ -205,11 +207,14 @@ class InferenceRequest:
         self._parameters = dict(parameters)
 
     @classmethod
-    def of(cls, request: ModelRequest) -> "InferenceRequest":
-        """The request ``TritonPythonModel.execute`` gets for ``request``."""
+    def of(cls, request: ModelRequest, cpu_inputs: bool = True) -> "InferenceRequest":
+        """The request ``TritonPythonModel.execute`` gets for ``request``;
+        `cpu_inputs`: inputs in GPU memory are copied to the host (the
+        model's FORCE_CPU_ONLY_INPUT_TENSORS)."""
         wrapped = object.__new__(cls)
         wrapped._request = request
         wrapped._sender = None
+        wrapped._cpu_inputs = cpu_inputs
         return wrapped
 
     # ---- What it asks ----------------------------------------------------------
@@ -217,6 +222,8 @@ class InferenceRequest:
     def inputs(self) -> list[Tensor]:
         if self._request is None:
             return self._inputs
+        if self._cpu_inputs:
+            return [Tensor(n, host_input(v)) for n, v in self._request.inputs.items()]
         return [Tensor(n, v) for n, v in self._request.inputs.items()]
 
     def request_id(self) -> str:
@@ -284,17 +291,24 @@ class InferenceRequest:
     def _spec(self) -> Any:
         from tritonserver._submit import RequestSpec
 
+        output_memory_type = None
         if self._preferred is not None and \
                 self._preferred.preferred_memory_type == TRITONSERVER_MEMORY_GPU:
-            raise TritonModelException(
-                "PreferredMemory(TRITONSERVER_MEMORY_GPU): the in-process backend gives BLS "
-                "outputs in host memory only; ask for TRITONSERVER_MEMORY_CPU (or leave it "
-                "out) and move them to the GPU with to_dlpack()")
+            from tritonserver._enums import MemoryType
+            from tritonserver._memory import default_memory_allocators
+
+            if MemoryType.GPU not in default_memory_allocators:
+                raise TritonModelException(
+                    "PreferredMemory(TRITONSERVER_MEMORY_GPU): this process sees no GPU, so BLS "
+                    "outputs come in host memory only; ask for TRITONSERVER_MEMORY_CPU (or leave "
+                    "it out)")
+            output_memory_type = (MemoryType.GPU, int(self._preferred.preferred_device_id))
         return RequestSpec(
             inputs={t.name(): t.data() for t in self._inputs},
             request_id=self._id or None, flags=self._flags,
             correlation_id=self._correlation_id or None, timeout=self._timeout,
             parameters=self._parameters, requested_outputs=self._requested or None,
+            output_memory_type=output_memory_type,
             trace_context=context_carrier(self._trace.get_context()))
 
     def _send(self, decoupled: bool) -> Any:

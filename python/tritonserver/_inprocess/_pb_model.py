@@ -18,6 +18,7 @@ from tritonserver._inprocess._pb_bls import InferenceRequest, close_senders, ret
 from tritonserver._inprocess._pb_types import (
     ModelContext,
     TritonModelException,
+    cpu_only_inputs,
     model_response,
     running_for,
 )
@@ -88,7 +89,8 @@ class PbUtilsModel(PythonModel):
     def execute(self, requests: list[ModelRequest]) -> Any:
         instance = requests[0].instance.name
         legacy = self._objects[instance]
-        wrapped = [InferenceRequest.of(r) for r in requests]
+        cpu_inputs = cpu_only_inputs(self.config)
+        wrapped = [InferenceRequest.of(r, cpu_inputs) for r in requests]
         try:
             with running_for(self._for_model()):
                 responses = legacy.execute(wrapped)

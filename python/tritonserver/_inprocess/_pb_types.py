@@ -171,7 +171,10 @@ class Tensor:
         return int(self._tensor().data_type)
 
     def is_cpu(self) -> bool:
-        return not isinstance(self._data, _Tensor) or self._data.memory_type.name != "GPU"
+        data = self._data
+        if isinstance(data, np.ndarray):
+            return True
+        return int(data.__dlpack_device__()[0]) != dt.DL_CUDA
 
     def to_dlpack(self) -> Any:
         return self._data.__dlpack__()
@@ -199,6 +202,28 @@ class Tensor:
                 "Provided tensor is not supported. Tensor must be a DLPack capsule or have "
                 "`__dlpack__` and `__dlpack_device__` attributes")
         return Tensor(name, _Tensor.from_dlpack(capsule))
+
+
+def host_input(value: Any) -> Any:
+    """An input as a model gets it where FORCE_CPU_ONLY_INPUT_TENSORS is not
+    "no" (the python backend's default): one in GPU memory copied to the
+    host, as numpy (BYTES as objects; BF16, which numpy lacks, a Tensor)."""
+    if not isinstance(value, _Tensor) or value.memory_type.name != "GPU":
+        return value
+    host = value.to_host()
+    if host.data_type == DataType.BYTES:
+        return host.to_bytes_array()
+    if host.data_type == DataType.BF16:
+        return host
+    return np.from_dlpack(host)
+
+
+def cpu_only_inputs(config: dict[str, Any]) -> bool:
+    """Whether a model's inputs come in host memory: its parameter
+    FORCE_CPU_ONLY_INPUT_TENSORS, "yes" unless it says "no"."""
+    parameter = config.get("parameters", {}).get("FORCE_CPU_ONLY_INPUT_TENSORS", {})
+    value = parameter.get("string_value", "yes") if isinstance(parameter, dict) else "yes"
+    return str(value).strip().lower() != "no"
 
 
 def _check_tensor_name(name: str) -> None:

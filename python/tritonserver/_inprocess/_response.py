@@ -16,7 +16,7 @@ from tritonserver._errors import (
     code_of,
     release_frames,
 )
-from tritonserver._tensor import Tensor, _bytes_tensor, buffer_view
+from tritonserver._tensor import Tensor, _bytes_tensor, buffer_view, tensor_of
 
 _BYTES = int(DataType.BYTES)
 _BF16 = int(DataType.BF16)
@@ -86,10 +86,13 @@ def _convert(name: str, value: Any, spec: tuple[int, Optional[np.dtype[Any]]]) -
     data_type, dtype = spec
     if type(value) is np.ndarray:
         array = value
+    elif _in_device_memory(value):
+        # A device array (a Tensor, CuPy, torch on cuda, the CUDA array
+        # interface): its bytes go to the response through the host, and the
+        # core puts them where the client's allocator wants them.
+        device_tensor = value if isinstance(value, Tensor) else tensor_of(value)
+        return _convert(name, device_tensor.to_host(), spec)
     elif isinstance(value, Tensor):
-        if value.memory_type not in (MemoryType.CPU, MemoryType.CPU_PINNED):
-            raise UnsupportedError(f"output {name!r} is in device memory; outputs must be "
-                                   "in host memory")
         if value.data_type == DataType.BYTES:
             return Output(name, _BYTES, tuple(value.shape), buffer_view(value.memory_buffer))
         if value.data_type == DataType.BF16:
@@ -102,8 +105,8 @@ def _convert(name: str, value: Any, spec: tuple[int, Optional[np.dtype[Any]]]) -
             tensor = _bf16_tensor(value)  # numpy has no BF16: torch's bfloat16, for one
             if tensor is not None:
                 return _convert(name, tensor, spec)
-            raise UnsupportedError(f"output {name!r}: {e}; outputs must be in host memory "
-                                   "(numpy, or a DLPack producer on the CPU)") from None
+            raise UnsupportedError(f"output {name!r}: {e}; outputs must be numpy arrays, or "
+                                   "DLPack producers in host or GPU memory") from None
     else:
         array = np.asarray(value, dtype=dtype if dtype is not None and
                            data_type != _BYTES else None)
@@ -125,6 +128,20 @@ def _convert(name: str, value: Any, spec: tuple[int, Optional[np.dtype[Any]]]) -
     if not array.flags.c_contiguous:
         array = np.ascontiguousarray(array)
     return Output(name, data_type, array.shape, array)
+
+
+def _in_device_memory(value: Any) -> bool:
+    """Whether an output value lies in GPU memory (by its DLPack device, or
+    the CUDA array interface when it has no DLPack)."""
+    if isinstance(value, Tensor):
+        return value.memory_type == MemoryType.GPU
+    device = getattr(value, "__dlpack_device__", None)
+    if device is not None:
+        try:
+            return int(device()[0]) == dt.DL_CUDA
+        except Exception:  # not a device it can name: numpy says what is wrong below
+            return False
+    return hasattr(value, "__cuda_array_interface__")
 
 
 def _bf16_tensor(value: Any) -> Optional[Tensor]:

@@ -47,7 +47,8 @@ struct CorrelationId {
 // a response dropped without Send is deleted and the client sees nothing.
 class Response {
  public:
-  Response(Response&& other) noexcept : request_(other.request_), handle_(other.handle_) {
+  Response(Response&& other) noexcept
+      : request_(other.request_), handle_(other.handle_), staged_(std::move(other.staged_)) {
     other.handle_ = nullptr;
   }
   Response& operator=(Response&& other) noexcept {
@@ -55,6 +56,7 @@ class Response {
       Drop();
       request_ = other.request_;
       handle_ = other.handle_;
+      staged_ = std::move(other.staged_);
       other.handle_ = nullptr;
     }
     return *this;
@@ -65,11 +67,30 @@ class Response {
 
   TRITONBACKEND_Response* handle() const { return handle_; }
 
-  // Adds an output and allocates its buffer in host memory: byte_size bytes,
-  // or (when omitted) shape's element count times the datatype's size.
+  // Adds an output with a buffer in host memory: byte_size bytes, or (when
+  // omitted) shape's element count times the datatype's size. Where the
+  // client's allocator puts the output in GPU memory, the buffer is a host
+  // copy that Send() copies there.
   OutputTensor AddOutput(const std::string& name, TRITONSERVER_DataType dtype,
                          const std::vector<int64_t>& shape,
                          std::optional<uint64_t> byte_size = std::nullopt) {
+    OutputTensor out = AddOutputBuffer(name, dtype, shape, byte_size);
+    if (IsHostMemory(out.memory_type())) return out;
+    Staged& staged = staged_.emplace_back();
+    staged.target = out;
+    staged.host.reset(new char[out.byte_size() ? out.byte_size() : 1]);
+    return OutputTensor(name, dtype, shape, staged.host.get(), out.byte_size());
+  }
+
+  // Adds an output whose buffer is wherever the client's allocator puts it,
+  // asking for `preferred` memory (on GPU `preferred_id`: an instance's
+  // device, for example): the result's memory_type() says where it is, and
+  // CopyMemory (cuda.h) fills a buffer in any memory.
+  OutputTensor AddOutputBuffer(const std::string& name, TRITONSERVER_DataType dtype,
+                               const std::vector<int64_t>& shape,
+                               std::optional<uint64_t> byte_size = std::nullopt,
+                               TRITONSERVER_MemoryType preferred = TRITONSERVER_MEMORY_CPU,
+                               int64_t preferred_id = 0) {
     RequireOpen();
     uint64_t size = 0;
     if (byte_size.has_value()) {
@@ -84,15 +105,10 @@ class Response {
     Check(TRITONBACKEND_ResponseOutput(handle_, &output, CString(name, "output name"), dtype,
                                        shape.data(), static_cast<uint32_t>(shape.size())));
     void* buffer = nullptr;
-    TRITONSERVER_MemoryType type = TRITONSERVER_MEMORY_CPU;
-    int64_t type_id = 0;
+    TRITONSERVER_MemoryType type = preferred;
+    int64_t type_id = preferred_id;
     Check(TRITONBACKEND_OutputBuffer(output, &buffer, size, &type, &type_id));
-    if (!IsHostMemory(type)) {
-      throw Error::Unsupported("output '" + name + "' was given " +
-                               TRITONSERVER_MemoryTypeString(type) +
-                               " memory instead of host memory");
-    }
-    return OutputTensor(name, dtype, shape, buffer, size);
+    return OutputTensor(name, dtype, shape, buffer, size, type, type_id);
   }
 
   // Adds an output holding a copy of `byte_size` bytes at `data`.
@@ -171,8 +187,25 @@ class Response {
     }
   }
 
+  // Copies the host copies AddOutput gave to their buffers in GPU memory.
+  void CopyStaged() {
+    for (const Staged& staged : staged_) {
+      const OutputTensor& t = staged.target;
+      CopyMemory(t.data(), t.memory_type(), t.memory_type_id(), staged.host.get(),
+                 TRITONSERVER_MEMORY_CPU, 0, t.byte_size());
+    }
+    staged_.clear();
+  }
+
+  // An output AddOutput gave a host copy of, and its buffer in GPU memory.
+  struct Staged {
+    OutputTensor target{"", TRITONSERVER_TYPE_INVALID, {}, nullptr, 0};
+    std::unique_ptr<char[]> host;
+  };
+
   Request* request_;
   TRITONBACKEND_Response* handle_;
+  std::vector<Staged> staged_;
 };
 
 // One request of a batch. Valid during the Execute that received it, or
@@ -549,6 +582,7 @@ inline void Response::Send(bool final) {
     throw Error::Internal("model '" + request_->model().name() +
                           "' is not decoupled: its responses must be final");
   }
+  CopyStaged();  // a failed copy leaves the response unsent: the request fails with it
   TRITONBACKEND_Response* response = handle_;
   handle_ = nullptr;  // the core owns it now, even if sending fails
   // A failed send leaves the request open: it is then failed with the error.

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "tritonserver/backend/cuda.h"
 #include "tritonserver/backend/error.h"
 
 namespace tritonserver::backend {
@@ -64,10 +65,6 @@ inline std::string ShapeString(const std::vector<int64_t>& shape) {
     text += (i ? ", " : "") + std::to_string(shape[i]);
   }
   return text + "]";
-}
-
-inline bool IsHostMemory(TRITONSERVER_MemoryType type) {
-  return type == TRITONSERVER_MEMORY_CPU || type == TRITONSERVER_MEMORY_CPU_PINNED;
 }
 
 // A contiguous run of T (C++17 has no std::span).
@@ -136,21 +133,23 @@ class InputTensor {
     return true;
   }
 
-  // Copies the whole tensor to `dst` (host memory, byte_size() bytes).
-  void CopyTo(void* dst) const {
-    RequireHost();
+  // Copies the whole tensor to `dst`, byte_size() bytes in `dst_type`
+  // memory (on GPU `dst_id` for GPU memory), from wherever its buffers are
+  // (a device's memory through the CUDA runtime: cuda.h).
+  void CopyTo(void* dst, TRITONSERVER_MemoryType dst_type = TRITONSERVER_MEMORY_CPU,
+              int64_t dst_id = 0) const {
     char* out = static_cast<char*>(dst);
     for (const Buffer& b : buffers_) {
-      if (b.byte_size != 0) std::memcpy(out, b.data, b.byte_size);
+      CopyMemory(out, dst_type, dst_id, b.data, b.memory_type, b.memory_type_id, b.byte_size);
       out += b.byte_size;
     }
   }
 
-  // The data as one contiguous host block: the core's own buffer when there
-  // is one (zero copy), else a gathered copy owned by this object.
+  // The data as one contiguous host block: the core's own buffer when it is
+  // one buffer in host memory (zero copy), else a gathered copy owned by
+  // this object (from GPU memory too).
   Span<const char> Bytes() const {
-    RequireHost();
-    if (buffers_.size() == 1) {
+    if (buffers_.size() == 1 && IsHostMemory(buffers_[0].memory_type)) {
       return {static_cast<const char*>(buffers_[0].data),
               static_cast<size_t>(buffers_[0].byte_size)};
     }
@@ -206,14 +205,6 @@ class InputTensor {
   }
 
  private:
-  void RequireHost() const {
-    if (!in_host_memory()) {
-      throw Error::Unsupported("input '" + name_ + "' is in " +
-                               TRITONSERVER_MemoryTypeString(memory_type()) +
-                               " memory; read its buffers() instead of host copies");
-    }
-  }
-
   template <typename T>
   void CheckElements() const {
     if (dtype_ != DataTypeOf<T>::value) {
@@ -236,27 +227,40 @@ class InputTensor {
 
 // ---- Outputs ----------------------------------------------------------------
 
-// One output tensor of a response, with its buffer allocated in host memory.
-// Lives (and its buffer with it) until the response is sent or dropped.
+// One output tensor of a response and its buffer: in host memory for
+// Response::AddOutput, where the core's allocator put it (memory_type())
+// for Response::AddOutputBuffer. Lives (and its buffer with it) until the
+// response is sent or dropped.
 class OutputTensor {
  public:
   OutputTensor(std::string name, TRITONSERVER_DataType dtype, std::vector<int64_t> shape,
-               void* data, uint64_t byte_size)
+               void* data, uint64_t byte_size,
+               TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU,
+               int64_t memory_type_id = 0)
       : name_(std::move(name)),
         dtype_(dtype),
         shape_(std::move(shape)),
         data_(data),
-        byte_size_(byte_size) {}
+        byte_size_(byte_size),
+        memory_type_(memory_type),
+        memory_type_id_(memory_type_id) {}
 
   const std::string& name() const { return name_; }
   TRITONSERVER_DataType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   void* data() const { return data_; }
   uint64_t byte_size() const { return byte_size_; }
+  TRITONSERVER_MemoryType memory_type() const { return memory_type_; }
+  int64_t memory_type_id() const { return memory_type_id_; }
 
-  // The buffer as T; T must match dtype().
+  // The buffer as T; T must match dtype(), and the buffer be in host memory.
   template <typename T>
   Span<T> As() const {
+    if (!IsHostMemory(memory_type_)) {
+      throw Error::Unsupported("output '" + name_ + "' is in " +
+                               TRITONSERVER_MemoryTypeString(memory_type_) +
+                               " memory: fill it with CopyMemory");
+    }
     if (dtype_ != DataTypeOf<T>::value) {
       throw Error::InvalidArgument("output '" + name_ + "' is " + DataTypeName(dtype_) + ", not " +
                                    DataTypeName(DataTypeOf<T>::value));
@@ -270,6 +274,8 @@ class OutputTensor {
   std::vector<int64_t> shape_;
   void* data_;
   uint64_t byte_size_;
+  TRITONSERVER_MemoryType memory_type_;
+  int64_t memory_type_id_;
 };
 
 // The BYTES wire format of `values`: each a 4-byte little-endian length, then

@@ -51,7 +51,8 @@ if(NOT TARGET tritonserver::backend_sdk)
   add_library(tritonserver::backend_sdk INTERFACE IMPORTED GLOBAL)
   set_target_properties(tritonserver::backend_sdk PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${TRITONSERVER_INCLUDE_DIRS}"
-    INTERFACE_COMPILE_FEATURES cxx_std_17)
+    INTERFACE_COMPILE_FEATURES cxx_std_17
+    INTERFACE_LINK_LIBRARIES "${CMAKE_DL_LIBS}")
 endif()
 
 set_property(GLOBAL PROPERTY TRITONSERVER_BACKEND_VERSION_SCRIPT
