@@ -301,9 +301,58 @@ class Server(HasRegistries):
         """A MemoryAllocator (an InferenceRequest's output_memory_allocator)
         that writes the named outputs into regions: ``{output: region name, or
         (region, offset, byte_size)}``; other outputs go to host memory."""
-        from tritonserver._shared_memory import SystemSharedMemoryOutputs
+        from tritonserver._shared_memory import SYSTEM, SharedMemoryOutputs
 
-        return SystemSharedMemoryOutputs(self._shared_memory(), placements)
+        return SharedMemoryOutputs(self._shared_memory(), placements, kind=SYSTEM)
+
+    # ---- CUDA shared memory (tritonserver._shared_memory) --------------------------------
+
+    def register_cuda_shared_memory(self, name: str, raw_handle: bytes, device_id: int,
+                                    byte_size: int) -> None:
+        """Open another process's device memory from its CUDA IPC handle
+        (``raw_handle``: the 64 bytes of a cudaIpcMemHandle_t, as
+        cudaIpcGetMemHandle gives them) on GPU ``device_id`` as region ``name``
+        of ``byte_size`` bytes: for this process's requests and every network
+        frontend of this server (Triton's CUDA shared memory extension). A
+        handle cannot be opened in the process that made it. AlreadyExistsError
+        if ``name`` is taken by a region of either kind; InvalidArgumentError
+        where no GPU is seen, or when the handle does not open."""
+        self._shared_memory().register_cuda(name, raw_handle, device_id, byte_size)
+
+    def unregister_cuda_shared_memory(self, name: Optional[str] = None) -> None:
+        """Unregister CUDA region ``name`` (every CUDA region when None; an
+        unknown name, or a system region's, is no error) and close its handle.
+        Requests in flight keep using the region's mapping."""
+        from tritonserver._shared_memory import CUDA
+
+        self._shared_memory().unregister(name, CUDA)
+
+    def cuda_shared_memory_status(self, name: Optional[str] = None) -> list[dict[str, Any]]:
+        """``[{"name", "device_id", "byte_size"}]`` for CUDA region ``name``
+        (NotFoundError if unknown or a system region), or for every CUDA region."""
+        from tritonserver._shared_memory import CUDA
+
+        return cast("list[dict[str, Any]]", self._shared_memory().status(name, CUDA))
+
+    def cuda_shared_memory_tensor(self, name: str, data_type: Any, shape: Any,
+                                  offset: int = 0, byte_size: Optional[int] = None) -> Any:
+        """A Tensor over CUDA region ``name``'s bytes at ``offset``, in place:
+        GPU memory of the region's device, an input for Model.infer that the
+        core reads from the region (no copy through the host). BYTES tensors
+        need ``byte_size``."""
+        from tritonserver._shared_memory import CUDA, region_tensor
+
+        return region_tensor(self._shared_memory(), name, data_type, tuple(shape), offset,
+                             byte_size, CUDA)
+
+    def cuda_shared_memory_outputs(self, placements: dict[str, Any]) -> Any:
+        """A MemoryAllocator (an InferenceRequest's output_memory_allocator)
+        that writes the named outputs into CUDA regions, as GPU memory of each
+        region's device: ``{output: region name, or (region, offset,
+        byte_size)}``; other outputs go to host memory."""
+        from tritonserver._shared_memory import CUDA, SharedMemoryOutputs
+
+        return SharedMemoryOutputs(self._shared_memory(), placements, kind=CUDA)
 
     # ---- Trace settings (tritonserver._trace) ---------------------------------------------
 

@@ -1,35 +1,43 @@
-"""System shared memory regions: Triton's shared-memory extension.
+"""Shared memory regions: Triton's system and CUDA shared memory extensions.
 
-A region is a span (``offset``, ``byte_size``) of a POSIX shared memory
-object (``key``, as ``shm_open`` names it: ``/dev/shm/<key>``) mapped into
-this process under a client's ``name``. Every Server has one registry
-(``Server.register_system_shared_memory`` and kin), shared by its network
+A system region is a span (``offset``, ``byte_size``) of a POSIX shared
+memory object (``key``, as ``shm_open`` names it: ``/dev/shm/<key>``) mapped
+into this process under a client's ``name``. A CUDA region is another
+process's device memory, opened from its CUDA IPC handle on a GPU
+(``device_id``) through the CUDA runtime the core ships
+(tritonserver._cuda). Both kinds share one namespace. Every Server has one
+registry (``Server.register_system_shared_memory``,
+``Server.register_cuda_shared_memory`` and kin), shared by its network
 frontends and by in-process callers. Tensors are read from a region and
-written to it in place: an input is a view of the mapping, an output is
-allocated in it (SystemSharedMemoryOutputs). The error texts and codes are
-Triton's (its shared_memory_manager), so clients that read them work.
+written to it in place: an input is a view of the mapping (host memory, or
+GPU memory of the region's device: never copied through the host), an
+output is allocated in it (SharedMemoryOutputs). The error texts and codes
+are Triton's (its shared_memory_manager), so clients that read them work.
 
 A region stays mapped while anything built over it lives (the buffer
-protocol forbids unmapping under a view). Unregistering a region that a
-frontend's requests use (they hold it through a RegionUse from the moment
-their tensors are placed until their last response, whatever the garbage
-collector does) succeeds but only marks it, as Triton does: it stays
-registered, listed and usable until the last of them ends, then goes.
-Tensors built in-process (region_tensor) hold no use: unregistering frees
-the name at once, and they go on with the old mapping.
+protocol forbids unmapping under a view; a CUDA region's tensors hold its
+mapping). Unregistering a region that a frontend's requests use (they hold
+it through a RegionUse from the moment their tensors are placed until their
+last response, whatever the garbage collector does) succeeds but only marks
+it, as Triton does: it stays registered, listed and usable until the last of
+them ends, then goes. Tensors built in-process (region_tensor) hold no use:
+unregistering frees the name at once, and they go on with the old mapping.
 """
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import stat
 import struct
 import threading
+import weakref
 from typing import Any, Optional, Union
 
 import numpy as np
 
+from tritonserver import _cuda
 from tritonserver._c import triton_bindings as _bindings
 from tritonserver._datatypes import to_numpy_dtype
 from tritonserver._enums import DataType, MemoryType
@@ -38,6 +46,7 @@ from tritonserver._errors import (
     InternalError,
     InvalidArgumentError,
     NotFoundError,
+    TritonError,
 )
 from tritonserver._memory import MemoryAllocator
 from tritonserver._tensor import MemoryBuffer, Tensor
@@ -46,31 +55,60 @@ SHM_DIRECTORY = "/dev/shm"
 # Keys Triton keeps for the shared memory of its own python backend.
 RESERVED_KEY_PREFIX = "triton_python_backend_shm_region_"
 
+# The two kinds of region, as requests and the Server's methods name them.
+SYSTEM, CUDA = "system", "cuda"
+# How Triton's texts name each kind.
+_KIND_TEXT = {SYSTEM: "system", CUDA: "CUDA"}
+
 _U32 = struct.Struct("<I")
 _SIZE_MAX = (1 << 64) - 1  # C++'s SIZE_MAX, Triton's bound for offset + byte_size
 
 # Where an output goes: a region's name (all of it), or (name, offset, byte_size).
 Placement = Union[str, tuple[str, int, int]]
 
+_log = logging.getLogger("tritonserver.shared_memory")
+
 
 class _Region:
-    """One registered region: its mapping and how many live objects use it."""
+    """What every registered region has: its name, size, kind and how many
+    requests use it (RegionUse)."""
 
-    def __init__(self, name: str, key: str, offset: int, byte_size: int,
-                 mapping: mmap.mmap, start: int):
+    kind = SYSTEM
+
+    def __init__(self, name: str, byte_size: int):
         self.name = name
-        self.key = key
-        self.offset = offset
         self.byte_size = byte_size
-        self.mapping = mapping
-        # The region's bytes: the mapping starts at a page boundary at or before `offset`.
-        self.view = memoryview(mapping)[start:start + byte_size]
         self.users = 0  # requests holding it (RegionUse)
         self.awaiting_unregister = False  # unregistered while in use: goes with the last user
 
     def status(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def span(self, offset: int, byte_size: int) -> "RegionSlice":
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class _SystemRegion(_Region):
+    """A mapped span of a POSIX shared memory object."""
+
+    def __init__(self, name: str, key: str, offset: int, byte_size: int,
+                 mapping: mmap.mmap, start: int):
+        super().__init__(name, byte_size)
+        self.key = key
+        self.offset = offset
+        self.mapping = mapping
+        # The region's bytes: the mapping starts at a page boundary at or before `offset`.
+        self.view = memoryview(mapping)[start:start + byte_size]
+
+    def status(self) -> dict[str, Any]:
         return {"name": self.name, "key": self.key, "offset": self.offset,
                 "byte_size": self.byte_size}
+
+    def span(self, offset: int, byte_size: int) -> "RegionSlice":
+        return RegionSlice(self.name, offset, byte_size, self.view[offset:offset + byte_size])
 
     def close(self) -> None:
         try:
@@ -80,26 +118,97 @@ class _Region:
             pass  # a view still lives: the mapping goes with the last one
 
 
-class RegionSlice:
-    """``byte_size`` bytes of a region at ``offset``: ``view`` (what is built
-    over it keeps the mapping alive)."""
+class _DeviceSpan:
+    """The owner of a tensor over a CUDA region: it keeps the region's
+    mapping open for as long as the tensor (or the core) holds it."""
 
-    def __init__(self, region: _Region, offset: int, byte_size: int):
-        self.region_name = region.name
+    __slots__ = ("mapping", "__weakref__")
+
+    def __init__(self, mapping: _cuda.IpcMapping):
+        self.mapping = mapping
+
+
+class _CudaRegion(_Region):
+    """Another process's device memory, opened from its CUDA IPC handle."""
+
+    kind = CUDA
+
+    def __init__(self, name: str, device_id: int, byte_size: int,
+                 mapping: _cuda.IpcMapping):
+        super().__init__(name, byte_size)
+        self.device_id = device_id
+        self.mapping: Optional[_cuda.IpcMapping] = mapping
+        self.spans: "weakref.WeakSet[_DeviceSpan]" = weakref.WeakSet()
+
+    def status(self) -> dict[str, Any]:
+        return {"name": self.name, "device_id": self.device_id, "byte_size": self.byte_size}
+
+    def span(self, offset: int, byte_size: int) -> "RegionSlice":
+        assert self.mapping is not None  # a registered region is open
+        owner = _DeviceSpan(self.mapping)
+        self.spans.add(owner)
+        return DeviceRegionSlice(self.name, offset, byte_size, self.mapping.ptr + offset,
+                                 self.device_id, owner)
+
+    def close(self) -> None:
+        mapping, self.mapping = self.mapping, None
+        if mapping is None:
+            return
+        if not len(self.spans):
+            mapping.close()  # cudaIpcCloseMemHandle, now
+        # Else tensors built over it still live: the mapping closes itself
+        # (IpcMapping's finalizer) when the last of them goes.
+
+
+class RegionSlice:
+    """``byte_size`` bytes of a system region at ``offset``: ``view`` (what is
+    built over it keeps the mapping alive)."""
+
+    memory_type = MemoryType.CPU
+
+    def __init__(self, region_name: str, offset: int, byte_size: int, view: memoryview):
+        self.region_name = region_name
         self.offset = offset
         self.byte_size = byte_size
-        self.view = region.view[offset:offset + byte_size]
+        self.view = view
 
     def array(self) -> np.ndarray[Any, Any]:
         """The bytes as a uint8 array (a view)."""
         return np.frombuffer(self.view, dtype=np.uint8)
 
-    def tensor(self, data_type: DataType, shape: tuple[int, ...]) -> Tensor:
-        """A tensor over these bytes, in place."""
+    def buffer(self) -> MemoryBuffer:
+        """A MemoryBuffer over these bytes, in place."""
         raw = self.array()
         address = _bindings.buffer_address(raw) if self.byte_size else 0
-        return Tensor(data_type, shape, MemoryBuffer(address, MemoryType.CPU, 0,
-                                                     self.byte_size, raw))
+        return MemoryBuffer(address, MemoryType.CPU, 0, self.byte_size, raw)
+
+    def tensor(self, data_type: DataType, shape: tuple[int, ...]) -> Tensor:
+        """A tensor over these bytes, in place."""
+        return Tensor(data_type, shape, self.buffer())
+
+
+class DeviceRegionSlice(RegionSlice):
+    """``byte_size`` bytes of a CUDA region at ``offset``: GPU memory of the
+    region's device at its mapped base + ``offset`` (no ``view``: device
+    memory has no host bytes)."""
+
+    memory_type = MemoryType.GPU
+
+    def __init__(self, region_name: str, offset: int, byte_size: int, address: int,
+                 device_id: int, owner: _DeviceSpan):
+        super().__init__(region_name, offset, byte_size, memoryview(b""))
+        self.address = address
+        self.device_id = device_id
+        self.owner = owner
+
+    def array(self) -> np.ndarray[Any, Any]:
+        raise InvalidArgumentError(
+            f"region '{self.region_name}' is CUDA shared memory: its bytes are on GPU "
+            f"{self.device_id}, not in host memory")
+
+    def buffer(self) -> MemoryBuffer:
+        return MemoryBuffer(self.address, MemoryType.GPU, self.device_id, self.byte_size,
+                            self.owner)
 
 
 class RegionUse:
@@ -121,9 +230,15 @@ class RegionUse:
         if regions:
             self._registry._release(regions)
 
+    def _hold(self, region: _Region) -> None:
+        """Count this request among ``region``'s users once (the registry's lock held)."""
+        if all(held is not region for held in self._regions):
+            region.users += 1
+            self._regions.append(region)
+
 
 class SharedMemoryRegistry:
-    """The system shared memory regions of one Server, by name."""
+    """The shared memory regions of one Server, system and CUDA, by name."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -131,7 +246,7 @@ class SharedMemoryRegistry:
 
     def register(self, name: str, key: str, byte_size: int, offset: int = 0) -> None:
         """Map ``byte_size`` bytes at ``offset`` of shared memory object ``key``
-        as region ``name``."""
+        as system region ``name``."""
         _check_str("name", name)
         _check_str("key", key)
         _check_size("offset", offset)
@@ -148,20 +263,68 @@ class SharedMemoryRegistry:
                 f"cannot register shared memory region '{name}' with key '{key}' as the key "
                 f"contains the reserved prefix '{RESERVED_KEY_PREFIX}'")
         with self._lock:
-            if name in self._regions:
-                raise AlreadyExistsError(f"shared memory region '{name}' already in manager")
+            self._check_free(name)
             self._regions[name] = _map(name, key, stripped, offset, byte_size)
 
-    def unregister(self, name: Optional[str] = None) -> None:
-        """Unregister region ``name``, or every region (None). An unknown name
-        is no error (as in Triton). A region that requests use (RegionUse)
-        stays until the last of them ends."""
+    def register_cuda(self, name: str, raw_handle: bytes, device_id: int,
+                      byte_size: int) -> None:
+        """Open the device memory whose CUDA IPC handle is ``raw_handle`` (the
+        64 bytes of a cudaIpcMemHandle_t, made by another process) on GPU
+        ``device_id`` as CUDA region ``name`` of ``byte_size`` bytes."""
+        _check_str("name", name)
+        if not isinstance(raw_handle, (bytes, bytearray, memoryview)):
+            raise InvalidArgumentError(
+                f"raw_handle must be bytes, not {type(raw_handle).__name__}")
+        raw_handle = bytes(raw_handle)
+        _check_size("device_id", device_id, 31)
+        _check_size("byte_size", byte_size, 64)
+        if not name:
+            raise InvalidArgumentError(
+                "'region name' is necessary to register cuda shared memory region")
+        with self._lock:
+            self._check_free(name)
+        if _cuda.device_count() == 0:
+            # What a Triton without GPUs answers.
+            raise InvalidArgumentError(
+                f"failed to register CUDA shared memory region: '{name}', GPUs not supported")
+        if len(raw_handle) != _cuda.IPC_HANDLE_SIZE:
+            raise InvalidArgumentError(
+                f"failed to register shared memory region '{name}': a CUDA IPC handle has "
+                f"{_cuda.IPC_HANDLE_SIZE} bytes, not {len(raw_handle)}")
+        # Opened without the lock: other regions' requests need not wait on CUDA.
+        try:
+            mapping = _cuda.IpcMapping(raw_handle, device_id)
+        except TritonError as e:
+            # Triton's answer: the client gets no detail, the log has the CUDA error.
+            _log.error("failed to open CUDA IPC handle: %s", e)
+            raise InvalidArgumentError(
+                "failed to register shared memory region: invalid args") from None
+        # Triton then checks byte_size against the opened allocation's size
+        # (cuMemGetAddressRange, a driver call it reaches through
+        # cudaGetDriverEntryPoint). tritonserver._cuda offers no such call, so that
+        # check is not made here: byte_size is taken as the client gives it, and
+        # the client is trusted not to name more than it allocated.
+        with self._lock:
+            if name in self._regions:  # taken while the handle was being opened
+                mapping.close()
+                self._check_free(name)
+            self._regions[name] = _CudaRegion(name, device_id, byte_size, mapping)
+
+    def _check_free(self, name: str) -> None:
+        if name in self._regions:
+            raise AlreadyExistsError(f"shared memory region '{name}' already in manager")
+
+    def unregister(self, name: Optional[str] = None, kind: str = SYSTEM) -> None:
+        """Unregister region ``name`` of ``kind``, or every region of it (None).
+        An unknown name, or one of the other kind, is no error (as in Triton).
+        A region that requests use (RegionUse) stays until the last of them ends."""
         with self._lock:
             if name is None:
-                names = list(self._regions)
+                names = [each for each, region in self._regions.items() if region.kind == kind]
             else:
                 _check_str("name", name)
-                names = [name] if name in self._regions else []
+                region = self._regions.get(name)
+                names = [name] if region is not None and region.kind == kind else []
             for each in names:
                 region = self._regions[each]
                 if region.users:
@@ -184,26 +347,44 @@ class SharedMemoryRegistry:
                     del self._regions[region.name]
                 region.close()
 
-    def status(self, name: Optional[str] = None) -> list[dict[str, Any]]:
-        """``[{"name", "key", "offset", "byte_size"}]`` of region ``name``, or of all."""
+    def status(self, name: Optional[str] = None, kind: str = SYSTEM) -> list[dict[str, Any]]:
+        """The regions of ``kind``: system ``[{"name", "key", "offset", "byte_size"}]``,
+        CUDA ``[{"name", "device_id", "byte_size"}]``; of region ``name``, or of all."""
         with self._lock:
             if name is None:
-                return [region.status() for region in self._regions.values()]
+                return [region.status() for region in self._regions.values()
+                        if region.kind == kind]
             _check_str("name", name)
-            region = self._regions.get(name)
-            if region is None:
-                raise NotFoundError(f"Unable to find system shared memory region: '{name}'")
-            return [region.status()]
+            return [self._find(name, kind).status()]
+
+    def _find(self, name: str, kind: str) -> _Region:
+        """Region ``name`` of ``kind`` (the lock held): NotFoundError in Triton's words."""
+        region = self._regions.get(name)
+        if region is None:
+            raise NotFoundError(f"Unable to find {kind} shared memory region: '{name}'")
+        if region.kind != kind:
+            raise NotFoundError(
+                f"The region named '{name}' is registered as {_KIND_TEXT[region.kind]} shared "
+                f"memory, not {_KIND_TEXT[kind]} shared memory")
+        return region
+
+    def _named(self, name: str, kind: Optional[str]) -> _Region:
+        """Region ``name`` as a request names it (any kind when ``kind`` is None)."""
+        region = self._regions.get(name)
+        if region is None:
+            raise NotFoundError(f"Unable to find shared memory region: '{name}'")
+        if kind is not None:
+            return self._find(name, kind)
+        return region
 
     def slice(self, name: str, offset: int, byte_size: int,
-              use: Optional[RegionUse] = None) -> RegionSlice:
+              use: Optional[RegionUse] = None, kind: Optional[str] = None) -> RegionSlice:
         """``byte_size`` bytes at ``offset`` of region ``name``, checked as Triton
         does (offset and byte_size are the wire's unsigned 64-bit numbers);
-        ``use``: the request that holds the region until it releases it."""
+        ``use``: the request that holds the region until it releases it;
+        ``kind``: the region must be of it (None: any, as a request's tensors)."""
         with self._lock:
-            region = self._regions.get(name)
-            if region is None:
-                raise NotFoundError(f"Unable to find shared memory region: '{name}'")
+            region = self._named(name, kind)
             if offset >= region.byte_size:
                 raise InvalidArgumentError(f"Invalid offset for shared memory region: '{name}'")
             if byte_size > _SIZE_MAX - offset:
@@ -214,18 +395,14 @@ class SharedMemoryRegistry:
             if offset + byte_size > region.byte_size:
                 raise InvalidArgumentError(
                     f"Invalid offset + byte size for shared memory region: '{name}'")
-            if use is not None and all(held is not region for held in use._regions):
-                region.users += 1
-                use._regions.append(region)
-            return RegionSlice(region, offset, byte_size)
+            if use is not None:
+                use._hold(region)
+            return region.span(offset, byte_size)
 
-    def size_of(self, name: str) -> int:
-        """The byte size of region ``name``."""
+    def size_of(self, name: str, kind: Optional[str] = None) -> int:
+        """The byte size of region ``name`` (of ``kind``, when given)."""
         with self._lock:
-            region = self._regions.get(name)
-            if region is None:
-                raise NotFoundError(f"Unable to find shared memory region: '{name}'")
-            return region.byte_size
+            return self._named(name, kind).byte_size
 
     def __len__(self) -> int:
         return len(self._regions)
@@ -234,26 +411,8 @@ class SharedMemoryRegistry:
         """Unregister everything, in use or not (what a Server's end does)."""
         with self._lock:
             regions, self._regions = list(self._regions.values()), {}
-        for region in regions:
-            region.close()
-
-
-def cuda_status(registry: SharedMemoryRegistry, name: Optional[str]) -> list[dict[str, Any]]:
-    """CUDA shared memory status: there are no CUDA regions (this package
-    maps none), so all of them is [] and one is not found, in Triton's words."""
-    if name is None:
-        return []
-    with registry._lock:
-        if name in registry._regions:
-            raise NotFoundError(f"The region named '{name}' is registered as system shared "
-                                f"memory, not CUDA shared memory")
-    raise NotFoundError(f"Unable to find cuda shared memory region: '{name}'")
-
-
-def cuda_register_refusal(name: str) -> InvalidArgumentError:
-    """What registering CUDA shared memory answers (Triton built without GPUs)."""
-    return InvalidArgumentError(
-        f"failed to register CUDA shared memory region: '{name}', GPUs not supported")
+            for region in regions:
+                region.close()
 
 
 def _map(name: str, key: str, stripped: str, offset: int, byte_size: int) -> _Region:
@@ -286,7 +445,7 @@ def _map(name: str, key: str, stripped: str, offset: int, byte_size: int) -> _Re
                 f"address space: {getattr(e, 'strerror', None) or e}") from None
     finally:
         os.close(fd)
-    return _Region(name, key, offset, byte_size, mapping, start)
+    return _SystemRegion(name, key, offset, byte_size, mapping, start)
 
 
 def _check_str(what: str, value: Any) -> None:
@@ -328,9 +487,11 @@ def _data_type(value: Any) -> DataType:
 
 def region_tensor(registry: SharedMemoryRegistry, name: str, data_type: DataType,
                   shape: tuple[int, ...], offset: int = 0,
-                  byte_size: Optional[int] = None) -> Tensor:
-    """A tensor over the bytes of region ``name`` at ``offset`` (in place).
-    ``byte_size``: by default what the shape takes (BYTES: what its elements take)."""
+                  byte_size: Optional[int] = None, kind: str = SYSTEM) -> Tensor:
+    """A tensor over the bytes of region ``name`` (of ``kind``) at ``offset``,
+    in place: host memory for a system region, GPU memory of its device for a
+    CUDA one. ``byte_size``: by default what the shape takes (BYTES: what its
+    elements take, read from a system region; a CUDA region's BYTES need it)."""
     data_type = _data_type(data_type)
     shape = tuple(int(d) for d in shape)
     if any(d < 0 for d in shape):
@@ -339,7 +500,12 @@ def region_tensor(registry: SharedMemoryRegistry, name: str, data_type: DataType
     _check_size("offset", offset)
     if data_type == DataType.BYTES:
         if byte_size is None:
-            rest = registry.slice(name, offset, registry.size_of(name) - offset)
+            if kind == CUDA:
+                raise InvalidArgumentError(
+                    "byte_size is needed for a BYTES tensor in CUDA shared memory (its "
+                    "elements' lengths are in device memory)")
+            rest = registry.slice(name, offset, registry.size_of(name, kind) - offset,
+                                  kind=kind)
             byte_size = bytes_extent(rest.view, count)
     else:
         itemsize = 2 if data_type == DataType.BF16 else to_numpy_dtype(data_type).itemsize
@@ -351,32 +517,37 @@ def region_tensor(registry: SharedMemoryRegistry, name: str, data_type: DataType
                 f"{byte_size} bytes for shape {list(shape)} of {data_type.name} "
                 f"({needed} expected)")
     _check_size("byte_size", byte_size)
-    region_slice = registry.slice(name, offset, byte_size)
-    if data_type == DataType.BYTES:
+    region_slice = registry.slice(name, offset, byte_size, kind=kind)
+    if data_type == DataType.BYTES and region_slice.memory_type == MemoryType.CPU:
         bytes_extent(region_slice.view, count)  # the elements fit the slice
     return region_slice.tensor(data_type, shape)
 
 
-class SystemSharedMemoryOutputs(MemoryAllocator):
+class SharedMemoryOutputs(MemoryAllocator):
     """An output_memory_allocator that writes the outputs it names into
     regions (``{output: region name, or (region, offset, byte_size)}``) and
-    allocates the others in host memory. The regions are checked when it is
-    made; an output larger than its place fails the request, as in Triton."""
+    allocates the others in host memory. An output placed in a CUDA region is
+    GPU memory of the region's device, at its mapped base + offset, whatever
+    memory the model prefers (as Triton's frontends answer the core). The
+    regions are checked when it is made (``kind``: they must be of it; None,
+    as for a request's outputs: any); an output larger than its place fails
+    the request, as in Triton."""
 
     def __init__(self, registry: SharedMemoryRegistry, placements: dict[str, Placement],
-                 use: Optional[RegionUse] = None):
+                 use: Optional[RegionUse] = None, kind: Optional[str] = None):
         if not isinstance(placements, dict):
             raise InvalidArgumentError("placements must be a dict of output name to region")
         self.placements: dict[str, RegionSlice] = {}
         for output, place in placements.items():
             if isinstance(place, str):
-                region_slice = registry.slice(place, 0, registry.size_of(place), use)
+                region_slice = registry.slice(place, 0, registry.size_of(place, kind), use,
+                                              kind)
             else:
                 region, offset, byte_size = place
                 # Unsigned 64-bit, as on the wire: slice says what is wrong, in Triton's words.
                 _check_size("offset", offset, 64)
                 _check_size("byte_size", byte_size, 64)
-                region_slice = registry.slice(region, offset, byte_size, use)
+                region_slice = registry.slice(region, offset, byte_size, use, kind)
             self.placements[output] = region_slice
 
     def allocate(self, size: int, memory_type: MemoryType, memory_type_id: int) -> MemoryBuffer:
@@ -393,5 +564,4 @@ class SystemSharedMemoryOutputs(MemoryAllocator):
             raise InternalError(
                 f"shared memory size specified with the request for output '{name}' "
                 f"({place.byte_size} bytes) should be at least {size} bytes to hold the results")
-        raw = place.array()
-        return MemoryBuffer(_bindings.buffer_address(raw), MemoryType.CPU, 0, place.byte_size, raw)
+        return place.buffer()

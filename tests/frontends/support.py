@@ -3,6 +3,7 @@ TLS certificates made per run, bounded waits, and figures for the log."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import http.client
 import json
@@ -10,13 +11,30 @@ import os
 import random
 import socket
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "models")
 
 # (test, figure) pairs, printed at the end of the session (conftest.py).
 FIGURES: list[tuple[str, str]] = []
+
+
+@contextlib.contextmanager
+def client_shm_frontends(server: Any) -> Iterator[tuple[Any, Any]]:
+    """KServeHttp and KServeGrpc over ``server`` on free ports, their clients
+    allowed to use shared memory (``allow_client_shm``); stopped after."""
+    from tritonserver.frontends import KServeGrpc, KServeHttp
+
+    http = KServeHttp(server, KServeHttp.Options(port=0, allow_client_shm=True)).start()
+    try:
+        grpc = KServeGrpc(server, KServeGrpc.Options(port=0, allow_client_shm=True)).start()
+        try:
+            yield http, grpc
+        finally:
+            grpc.stop(timeout=5)
+    finally:
+        http.stop(timeout=5)
 
 
 def record(case: str, figure: str) -> None:

@@ -2,10 +2,15 @@
 made by tritonclient.utils.shared_memory, registered over HTTP and gRPC,
 inputs read from them and outputs written into them for every data type,
 status and unregister, Triton's errors for bad input, and the in-process
-API on Server."""
+API on Server. Then the CUDA shared memory extension as far as it goes
+without a GPU (registrations refused, as by a Triton without GPUs; every
+check made before a handle is opened; status, unregister and inference
+naming CUDA regions): tests/gpu/test_cuda_shared_memory.py has the rest."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import tempfile
 import uuid
@@ -16,7 +21,7 @@ import pytest
 
 import tritonserver
 from conftest import stop_within
-from frontends import shm_models
+from frontends import shm_models, support
 
 pytest.importorskip("tritonclient.http")
 pytest.importorskip("tritonclient.grpc")
@@ -26,6 +31,7 @@ import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor  # noqa: E402
 
+from tritonserver import _cuda  # noqa: E402
 from tritonserver.frontends import KServeGrpc, KServeHttp  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
@@ -42,13 +48,10 @@ def served() -> Iterator[tuple[tritonserver.Server, KServeHttp, KServeGrpc]]:
         model_control_mode=tritonserver.ModelControlMode.EXPLICIT,
         startup_models=["simple", "simple_string", "identity_all"],
     ).start(wait_until_ready=True, timeout=120)
-    http = KServeHttp(server, KServeHttp.Options(port=0, allow_client_shm=True)).start()
-    grpc = KServeGrpc(server, KServeGrpc.Options(port=0, allow_client_shm=True)).start()
     try:
-        yield server, http, grpc
+        with support.client_shm_frontends(server) as (http, grpc):
+            yield server, http, grpc
     finally:
-        http.stop(timeout=5)
-        grpc.stop(timeout=5)
         stop_within(server)
 
 
@@ -151,16 +154,18 @@ def test_register_status_unregister(protocol: str, served: Any, regions: Regions
     c.unregister_system_shared_memory("never-registered")  # no error, as in Triton
     c.unregister_system_shared_memory()
     assert status_names(protocol, c.get_system_shared_memory_status()) == []
-    # CUDA shared memory: none here, unregistering is a no-op (NVIDIA's programs do it).
+    # No CUDA region: unregistering them all is a no-op (NVIDIA's programs do it).
     c.unregister_cuda_shared_memory()
 
 
-def test_metadata_lists_system_shared_memory(served: Any) -> None:
+def test_metadata_lists_both_shared_memory_extensions(served: Any) -> None:
+    """As Triton's core lists them (a Triton without GPUs too)."""
     extensions = httpclient.InferenceServerClient(served[1].url).get_server_metadata()["extensions"]
     assert "system_shared_memory" in extensions
-    assert "cuda_shared_memory" not in extensions
+    assert "cuda_shared_memory" in extensions
     grpc_meta = grpcclient.InferenceServerClient(served[2].url).get_server_metadata()
     assert "system_shared_memory" in grpc_meta.extensions
+    assert "cuda_shared_memory" in grpc_meta.extensions
 
 
 # ---- Inference -------------------------------------------------------------------------------
@@ -465,3 +470,195 @@ def test_in_process_api(served: Any, regions: Regions) -> None:
     assert server.system_shared_memory_status() == []
     with pytest.raises(tritonserver.NotFoundError):
         server.system_shared_memory_status("mem")
+
+
+# ---- CUDA shared memory, without a GPU ----------------------------------------------------
+# Where a GPU is seen, a handle made up here does not open: the registration
+# is refused with Triton's "invalid args" instead (the CUDA error goes to the log).
+
+HANDLE = bytes(range(64))  # 64 bytes: a cudaIpcMemHandle_t's size, no real allocation's
+HANDLE_B64 = base64.b64encode(HANDLE)
+
+
+def cuda_refusal(name: str) -> str:
+    if _cuda.device_count() > 0:
+        return "failed to register shared memory region: invalid args"
+    return f"failed to register CUDA shared memory region: '{name}', GPUs not supported"
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_cuda_register_refused_without_gpus(protocol: str, served: Any) -> None:
+    """A well-formed registration: refused as a Triton without GPUs refuses
+    it (400 / INVALID_ARGUMENT); nothing is registered, the server goes on."""
+    c = client(protocol, served)
+    expect_error(lambda: c.register_cuda_shared_memory("cuda0", HANDLE_B64, 0, 64),
+                 cuda_refusal("cuda0"), 400, "INVALID_ARGUMENT")
+    assert status_names(protocol, c.get_cuda_shared_memory_status()) == []
+    assert served[0].cuda_shared_memory_status() == []
+    assert c.is_server_live()
+
+
+def _post_cuda_register(served: Any, name: str, body: Any) -> tuple[int, str]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    status, _, answer = support.request(served[1].port, "POST",
+                                        f"/v2/cudasharedmemory/region/{name}/register", data)
+    return status, json.loads(answer)["error"] if status != 200 else ""
+
+
+def test_cuda_register_bodies_over_http(served: Any) -> None:
+    """The body is read as Triton reads it, with its texts, before any GPU
+    is asked for: a handle that is not 64 bytes once decoded, fields missing
+    or of the wrong JSON type."""
+    c = httpclient.InferenceServerClient(served[1].url)
+    wrong_size = "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t"
+    for handle in (base64.b64encode(HANDLE[:63]), base64.b64encode(HANDLE + b"x"), b"!!!!",
+                   b""):
+        expect_error(lambda: c.register_cuda_shared_memory("bad", handle, 0, 64),
+                     wrong_size, 400, "INVALID_ARGUMENT")
+    # Triton's decoder skips what is not base64: line breaks in the handle are no error.
+    spaced = HANDLE_B64.decode()
+    spaced = spaced[:40] + "\n" + spaced[40:]
+    good = {"raw_handle": {"b64": spaced}, "device_id": 0, "byte_size": 64}
+    assert _post_cuda_register(served, "spaced", good) == (400, cuda_refusal("spaced"))
+    b64 = HANDLE_B64.decode()
+    for body, text in (
+            ({"device_id": 0, "byte_size": 64},
+             "Shared memory register request has no 'raw_handle' field"),
+            ({"raw_handle": b64, "device_id": 0, "byte_size": 64},
+             "attempt to access non-existing object member 'b64'"),
+            ({"raw_handle": {"b64": 5}, "device_id": 0, "byte_size": 64},
+             "attempt to access JSON non-string as string"),
+            ({"raw_handle": {"b64": b64}, "device_id": 0},
+             "attempt to access non-existing object member 'byte_size'"),
+            ({"raw_handle": {"b64": b64}, "byte_size": 64},
+             "attempt to access non-existing object member 'device_id'"),
+            ({"raw_handle": {"b64": b64}, "device_id": -1, "byte_size": 64},
+             "attempt to access JSON non-unsigned-integer as unsigned-integer"),
+            ({"raw_handle": {"b64": b64}, "device_id": 0, "byte_size": "64"},
+             "attempt to access JSON non-unsigned-integer as unsigned-integer"),
+            (b"[1]", "the register request must be a JSON object"),
+            (b"{", "failed to parse the register request JSON")):
+        status, error = _post_cuda_register(served, "bad", body)
+        assert status == 400 and text in error, (body, status, error)
+    assert c.get_cuda_shared_memory_status() == []
+
+
+def test_cuda_register_handle_over_grpc(served: Any) -> None:
+    """gRPC carries the handle's raw bytes (the client decodes its base64);
+    where no GPU is seen any registration is refused, whatever its handle."""
+    c = grpcclient.InferenceServerClient(served[2].url)
+    for handle in (HANDLE_B64, base64.b64encode(HANDLE[:10])):
+        if _cuda.device_count() > 0 and handle != HANDLE_B64:
+            text = "a CUDA IPC handle has 64 bytes, not 10"
+        else:
+            text = cuda_refusal("g")
+        expect_error(lambda: c.register_cuda_shared_memory("g", handle, 0, 64), text,
+                     400, "INVALID_ARGUMENT")
+    assert len(c.get_cuda_shared_memory_status().regions) == 0
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_cuda_status_and_unregister(protocol: str, served: Any, regions: Regions) -> None:
+    """One namespace, two kinds: a system region is not listed as CUDA, is
+    named as such when asked for as CUDA, and CUDA unregisters leave it."""
+    c = client(protocol, served)
+    key, _ = regions.make(64)
+    c.register_system_shared_memory("sys", key, 64)
+    assert status_names(protocol, c.get_cuda_shared_memory_status()) == []
+    expect_error(lambda: c.get_cuda_shared_memory_status("nope"),
+                 "Unable to find cuda shared memory region: 'nope'", 404, "NOT_FOUND")
+    expect_error(lambda: c.get_cuda_shared_memory_status("sys"),
+                 "The region named 'sys' is registered as system shared memory, not CUDA "
+                 "shared memory", 404, "NOT_FOUND")
+    c.unregister_cuda_shared_memory("nope")  # unknown: no error, as in Triton
+    c.unregister_cuda_shared_memory("sys")  # the other kind's: nothing done
+    c.unregister_cuda_shared_memory()  # every CUDA region: none
+    assert status_names(protocol, c.get_system_shared_memory_status()) == ["sys"]
+    # Names are one namespace: a CUDA registration may not take a system region's.
+    expect_error(lambda: c.register_cuda_shared_memory("sys", HANDLE_B64, 0, 64),
+                 "shared memory region 'sys' already in manager", 400, "ALREADY_EXISTS")
+    assert status_names(protocol, c.get_system_shared_memory_status()) == ["sys"]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_infer_naming_unregistered_cuda_regions(protocol: str, served: Any) -> None:
+    """A request names a region, whatever its kind: one never registered is
+    Triton's NOT_FOUND, for inputs and outputs alike."""
+    c = client(protocol, served)
+    inputs, outputs = simple_request(protocol, "cuda_in", "cuda_out")
+    expect_error(lambda: c.infer("simple", inputs, outputs=outputs),
+                 "Unable to find shared memory region: 'cuda_in'", 404, "NOT_FOUND")
+    m = lib(protocol)
+    wire = [m.InferInput("INPUT0", [1, 16], "INT32"), m.InferInput("INPUT1", [1, 16], "INT32")]
+    for tensor in wire:
+        tensor.set_data_from_numpy(np.zeros((1, 16), np.int32))
+    expect_error(lambda: c.infer("simple", wire, outputs=outputs),
+                 "Unable to find shared memory region: 'cuda_out'", 404, "NOT_FOUND")
+    assert c.is_server_live()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_cuda_shared_memory_refused_when_client_shm_off(protocol: str, served: Any) -> None:
+    """A frontend that does not allow client shared memory refuses CUDA
+    registrations and unregisters as it does system ones (Triton's 501 /
+    UNIMPLEMENTED and text), before reading the body; status stays readable."""
+    from tritonserver.frontends.dataplane.shared_memory import CLIENT_SHM_DISABLED
+
+    server = served[0]
+    if protocol == "http":
+        frontend: Any = KServeHttp(server, KServeHttp.Options(port=0)).start()
+        c: Any = httpclient.InferenceServerClient(frontend.url)
+    else:
+        frontend = KServeGrpc(server, KServeGrpc.Options(port=0)).start()
+        c = grpcclient.InferenceServerClient(frontend.url)
+    try:
+        for call in (lambda: c.register_cuda_shared_memory("off", HANDLE_B64, 0, 64),
+                     lambda: c.unregister_cuda_shared_memory("off"),
+                     lambda: c.unregister_cuda_shared_memory()):
+            expect_error(call, CLIENT_SHM_DISABLED, 501, "UNIMPLEMENTED")
+        if protocol == "http":
+            status, _, data = support.request(frontend.port, "POST",
+                                              "/v2/cudasharedmemory/region/off/register",
+                                              b"not json")
+            assert status == 501 and json.loads(data) == {"error": CLIENT_SHM_DISABLED}
+        assert status_names(protocol, c.get_cuda_shared_memory_status()) == []
+    finally:
+        frontend.stop(timeout=5)
+
+
+def test_cuda_in_process_api_without_gpus(served: Any, regions: Regions) -> None:
+    server = served[0]
+    assert server.cuda_shared_memory_status() == []
+    with pytest.raises(tritonserver.InvalidArgumentError) as refused:
+        server.register_cuda_shared_memory("mine", HANDLE, 0, 64)
+    assert cuda_refusal("mine") in str(refused.value)
+    with pytest.raises(tritonserver.NotFoundError,
+                       match="Unable to find cuda shared memory region: 'mine'"):
+        server.cuda_shared_memory_status("mine")
+    server.unregister_cuda_shared_memory("mine")
+    server.unregister_cuda_shared_memory()
+    # Arguments are checked before anything else, with what is wrong.
+    for args, text in ((("", HANDLE, 0, 64), "'region name' is necessary"),
+                       (("x", "not bytes", 0, 64), "raw_handle must be bytes"),
+                       (("x", HANDLE, -1, 64), "device_id must be a non-negative int"),
+                       (("x", HANDLE, 0, -64), "byte_size must be a non-negative int")):
+        with pytest.raises(tritonserver.InvalidArgumentError, match=text):
+            server.register_cuda_shared_memory(*args)
+    # A system region is not a CUDA one for the CUDA helpers, nor the reverse.
+    key, _ = regions.make(64)
+    server.register_system_shared_memory("sys", key, 64)
+    with pytest.raises(tritonserver.AlreadyExistsError, match="'sys' already in manager"):
+        server.register_cuda_shared_memory("sys", HANDLE, 0, 64)
+    not_cuda = "The region named 'sys' is registered as system shared memory, not CUDA"
+    with pytest.raises(tritonserver.NotFoundError, match=not_cuda):
+        server.cuda_shared_memory_status("sys")
+    with pytest.raises(tritonserver.NotFoundError, match=not_cuda):
+        server.cuda_shared_memory_tensor("sys", "INT32", [16])
+    with pytest.raises(tritonserver.NotFoundError, match=not_cuda):
+        server.cuda_shared_memory_outputs({"OUTPUT0": "sys"})
+    with pytest.raises(tritonserver.NotFoundError, match="Unable to find shared memory"):
+        server.cuda_shared_memory_tensor("nope", "INT32", [16])
+    with pytest.raises(tritonserver.InvalidArgumentError, match="byte_size is needed"):
+        server.cuda_shared_memory_tensor("sys", "BYTES", [1])
+    server.unregister_cuda_shared_memory("sys")  # the other kind: left alone
+    assert [r["name"] for r in server.system_shared_memory_status()] == ["sys"]

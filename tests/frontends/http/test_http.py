@@ -75,10 +75,9 @@ def test_server_metadata(client, endpoints):
     assert metadata["version"] == endpoints.server.metadata()["version"]
     assert "binary_tensor_data" in metadata["extensions"]
     assert "model_repository" in metadata["extensions"]
-    # What these frontends do not serve is not announced.
-    assert "cuda_shared_memory" not in metadata["extensions"]
     assert "trace" in metadata["extensions"]
     assert "system_shared_memory" in metadata["extensions"]
+    assert "cuda_shared_memory" in metadata["extensions"]
 
 
 def test_model_metadata(client):

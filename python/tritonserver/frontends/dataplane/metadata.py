@@ -10,21 +10,17 @@ from typing import Any
 from tritonserver import Model, Server
 from tritonserver.frontends.dataplane.state import check_running, parse_version, running
 
-# Extensions of the core's list that these frontends do not serve.
-UNSERVED_EXTENSIONS = {"cuda_shared_memory"}
-
 
 def server_ready(server: Server) -> bool:
     return running(server) and server.ready()
 
 
 def server_metadata(server: Server) -> dict[str, Any]:
-    """The core's metadata, less the extensions not served."""
+    """The core's metadata: its extensions are all served (CUDA shared memory
+    included, as Triton lists it; where no GPU is seen registering a region
+    is refused, as by a Triton built without GPUs)."""
     check_running(server)
-    metadata = server.metadata()
-    metadata["extensions"] = [e for e in metadata.get("extensions", [])
-                              if e not in UNSERVED_EXTENSIONS]
-    return metadata
+    return server.metadata()
 
 
 def model(server: Server, name: str, version: str) -> Model:

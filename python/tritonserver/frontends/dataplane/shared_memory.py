@@ -1,22 +1,20 @@
 """The system and CUDA shared memory extensions, protocol-free: register,
 unregister and status of regions (the Server's registry), the places of
 tensors in them that requests give (Triton's texts), and putting a call's
-inputs and outputs there. The regions themselves: tritonserver._shared_memory.
+inputs and outputs there (a CUDA region's as GPU memory of its device, in
+place). The regions themselves: tritonserver._shared_memory.
 """
 
 from __future__ import annotations
 
+import base64
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from tritonserver import InvalidArgumentError, Server, UnsupportedError
+from tritonserver import DataType, InvalidArgumentError, MemoryType, Server, UnsupportedError
 from tritonserver._server import shared_memory_of
-from tritonserver._shared_memory import (
-    SystemSharedMemoryOutputs,
-    cuda_register_refusal,
-    cuda_status,
-)
+from tritonserver._shared_memory import SharedMemoryOutputs
 from tritonserver.frontends.dataplane.tensors import (
     ELEMENT_SIZE,
     element_count,
@@ -27,6 +25,8 @@ if TYPE_CHECKING:
     from tritonserver.frontends.dataplane.inference import WireRequest
 
 _OFFSET_SIZE = ("shared_memory_offset", "shared_memory_byte_size")
+_CUDA_IPC_HANDLE_SIZE = 64  # sizeof(cudaIpcMemHandle_t)
+_BASE64_ALPHABET = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
 
 # Triton's text (2.69 and later) when a frontend's clients may not use shared memory.
 CLIENT_SHM_DISABLED = ("Client shared memory is disabled. Start the server with "
@@ -45,7 +45,7 @@ def check_client_shm(allowed: bool) -> None:
 
 @dataclass
 class ShmRef:
-    """A tensor's place in a system shared memory region, as a request gives it."""
+    """A tensor's place in a shared memory region (system or CUDA), as a request gives it."""
 
     region: str
     offset: int
@@ -98,19 +98,62 @@ def unregister(server: Server, allowed: bool, name: Optional[str]) -> None:
     server.unregister_system_shared_memory(name or None)
 
 
-def cuda_regions(server: Server, name: Optional[str]) -> list[dict[str, Any]]:
-    """CUDA shared memory status: there are none (NotFoundError for a name)."""
-    return cuda_status(shared_memory_of(server), name or None)
+def cuda_status(server: Server, name: Optional[str]) -> list[dict[str, Any]]:
+    """``[{"name", "device_id", "byte_size"}]`` of CUDA region ``name``, or of all."""
+    return server.cuda_shared_memory_status(name or None)
 
 
-def cuda_register(allowed: bool, name: str) -> NoReturn:
+def cuda_register_fields(request: dict[str, Any]) -> tuple[bytes, int, int]:
+    """(raw_handle, device_id, byte_size) of a CUDA register request's body:
+    ``{"raw_handle": {"b64": "<base64>"}, "device_id", "byte_size"}``, read
+    as Triton reads it (its texts; the handle decoded as its base64 decoder
+    does, skipping what is not base64)."""
+    if "raw_handle" not in request:
+        raise InvalidArgumentError("Shared memory register request has no 'raw_handle' field")
+    encoded = _json_member(request["raw_handle"], "b64")
+    if not isinstance(encoded, str):
+        raise InvalidArgumentError("attempt to access JSON non-string as string")
+    numbers = []
+    for field_name in ("byte_size", "device_id"):
+        value = _json_member(request, field_name)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
+            raise InvalidArgumentError(
+                "attempt to access JSON non-unsigned-integer as unsigned-integer")
+        numbers.append(value)
+    raw_handle = _lenient_base64(encoded)
+    if len(raw_handle) != _CUDA_IPC_HANDLE_SIZE:
+        raise InvalidArgumentError(
+            "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
+    return raw_handle, numbers[1], numbers[0]
+
+
+def _json_member(document: Any, name: str) -> Any:
+    if not isinstance(document, dict) or name not in document:
+        raise InvalidArgumentError(f"attempt to access non-existing object member '{name}'")
+    return document[name]
+
+
+def _lenient_base64(text: str) -> bytes:
+    """Base64 as Triton's decoder (libb64) reads it: characters outside the
+    alphabet (padding included) are skipped, a trailing partial group gives
+    the whole bytes it holds."""
+    kept = bytes(c for c in text.encode("utf-8", "surrogatepass") if c in _BASE64_ALPHABET)
+    kept = kept[:len(kept) - len(kept) % 4] if len(kept) % 4 == 1 else kept
+    return base64.b64decode(kept + b"=" * (-len(kept) % 4))
+
+
+def cuda_register(server: Server, allowed: bool, name: str, raw_handle: bytes,
+                  device_id: int, byte_size: int) -> None:
+    """A client's CUDA register request (``allowed``: the frontend lets
+    clients use shared memory)."""
     check_client_shm(allowed)
-    raise cuda_register_refusal(name)
+    server.register_cuda_shared_memory(name, raw_handle, device_id, byte_size)
 
 
-def cuda_unregister(allowed: bool, name: Optional[str]) -> None:
-    """There are no CUDA regions: nothing to do, as Triton."""
+def cuda_unregister(server: Server, allowed: bool, name: Optional[str]) -> None:
+    """CUDA region ``name``, or every CUDA region when None (or empty)."""
     check_client_shm(allowed)
+    server.unregister_cuda_shared_memory(name or None)
 
 
 # ---- Tensors in regions ------------------------------------------------------------------
@@ -180,12 +223,16 @@ def place_in_shared_memory(call: "WireRequest", server: Server, allowed: bool) -
         for name, ref in call.shm_inputs.items():
             where = registry.slice(ref.region, ref.offset, ref.byte_size, use)
             check_input_byte_size(call.model_name, name, ref)
-            call.inputs[name] = tensor_from_buffer(name, ref.datatype, ref.shape, where.view, 0,
-                                                   ref.byte_size)
+            if where.memory_type == MemoryType.GPU:
+                # A CUDA region: the core reads the device memory where it is.
+                call.inputs[name] = where.tensor(DataType[ref.datatype], tuple(ref.shape))
+            else:
+                call.inputs[name] = tensor_from_buffer(name, ref.datatype, ref.shape,
+                                                       where.view, 0, ref.byte_size)
         call.shm_inputs = {}
         if not call.shm_outputs:
             return None
-        return SystemSharedMemoryOutputs(registry, {
+        return SharedMemoryOutputs(registry, {
             name: (ref.region, ref.offset, ref.byte_size)
             for name, ref in call.shm_outputs.items()}, use)
     except BaseException:
@@ -207,7 +254,7 @@ def check_input_byte_size(model: str, name: str, ref: ShmRef) -> None:
     core's check, in the words of Triton's later cores, which clients read
     (qa/L0_shared_memory test_too_big_shm)."""
     if ref.datatype == "BYTES":
-        return  # its elements' lengths say; tensor_from_buffer checks them
+        return  # its elements' lengths say (tensor_from_buffer checks a system region's)
     expected = element_count(name, ref.shape) * ELEMENT_SIZE[ref.datatype]
     if expected != ref.byte_size:
         raise InvalidArgumentError(

@@ -249,15 +249,17 @@ def infer_response(m: Messages, response: Any, call: WireRequest, version: str) 
         _set_infer_parameter(out.parameters[key], value)
     raw = out.raw_output_contents
     for name, tensor in response.outputs.items():
-        if tensor.memory_type not in HOST_MEMORY:
+        # An output written into its region (a CUDA one's is in GPU memory)
+        # gets empty contents, as in Triton.
+        in_region = name in call.shm_outputs
+        if not in_region and tensor.memory_type not in HOST_MEMORY:
             raise UnsupportedError(f"output '{name}' in {tensor.memory_type.name} memory "
                                    "cannot be sent")
         o = out.outputs.add()
         o.name = name
         o.datatype = DATATYPE_NAME[int(tensor.data_type)]
         o.shape.extend(shape_list(tensor))
-        # An output written into its region gets empty contents, as in Triton.
-        raw.append(b"" if name in call.shm_outputs else _tensor_raw(tensor))
+        raw.append(b"" if in_region else _tensor_raw(tensor))
     return out
 
 

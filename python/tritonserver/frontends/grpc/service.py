@@ -265,14 +265,8 @@ class _Service:
         return out
 
     def shm_status(self, request: Any, context: Any) -> Any:
-        out = self.m.SystemSharedMemoryStatusResponse()
-        for region in _shm.status(self.server, request.name or None):
-            entry = out.regions[region["name"]]
-            entry.name = region["name"]
-            entry.key = region["key"]
-            entry.offset = region["offset"]
-            entry.byte_size = region["byte_size"]
-        return out
+        return _status_message(self.m.SystemSharedMemoryStatusResponse(),
+                               _shm.status(self.server, request.name or None))
 
     def shm_register(self, request: Any, context: Any) -> Any:
         _shm.register(self.server, self.client_shm, request.name, request.key,
@@ -284,14 +278,16 @@ class _Service:
         return self.m.SystemSharedMemoryUnregisterResponse()
 
     def cuda_shm_status(self, request: Any, context: Any) -> Any:
-        _shm.cuda_regions(self.server, request.name)
-        return self.m.CudaSharedMemoryStatusResponse()  # no CUDA regions
+        return _status_message(self.m.CudaSharedMemoryStatusResponse(),
+                               _shm.cuda_status(self.server, request.name or None))
 
     def cuda_shm_register(self, request: Any, context: Any) -> Any:
-        _shm.cuda_register(self.client_shm, request.name)
+        _shm.cuda_register(self.server, self.client_shm, request.name, request.raw_handle,
+                           request.device_id, request.byte_size)
+        return self.m.CudaSharedMemoryRegisterResponse()
 
     def cuda_shm_unregister(self, request: Any, context: Any) -> Any:
-        _shm.cuda_unregister(self.client_shm, request.name)
+        _shm.cuda_unregister(self.server, self.client_shm, request.name)
         return self.m.CudaSharedMemoryUnregisterResponse()
 
     # ---- inference ----
@@ -464,6 +460,16 @@ def _from_dict(values: dict[str, Any], message: Any) -> Any:
     return json_format.ParseDict(values, message, ignore_unknown_fields=True)
 
 
+def _status_message(out: Any, regions: list[dict[str, Any]]) -> Any:
+    """A shared memory status response: each region's fields (the message's
+    own names) in its entry of ``out.regions``."""
+    for region in regions:
+        entry = out.regions[region["name"]]
+        for key, value in region.items():
+            setattr(entry, key, value)
+    return out
+
+
 # The stream metadata that turns Triton's triton_grpc_error mode on (value "true").
 GRPC_ERROR_KEY = "triton_grpc_error"
 
@@ -507,8 +513,8 @@ class KServeGrpc(Frontend):
         ``max_input_size``: the largest request message, in bytes
         (RESOURCE_EXHAUSTED beyond it).
         ``allow_client_shm``: clients may register, unregister and use
-        system shared memory regions (Triton's ``--allow-client-shm``; off:
-        a region names any shared memory object this process can open).
+        system and CUDA shared memory regions (Triton's ``--allow-client-shm``;
+        off: a region names any shared memory object this process can open).
         ``restricted_features``: protocol groups that need a metadata key
         (sent as ``triton-grpc-protocol-<key>``), see RestrictedFeatures.
         ``infer_thread_count``: threads running RPCs (an RPC holds one while

@@ -209,15 +209,22 @@ class KServeApi:
 
     async def cuda_shm_status(self, scope: Scope, receive: Receive, send: Send,
                               server: Server, region_name: Optional[str] = None) -> Reply:
-        return ok_json(_shm.cuda_regions(server, region_name))
+        return ok_json(_shm.cuda_status(server, region_name))
 
     async def cuda_shm_register(self, scope: Scope, receive: Receive, send: Send,
                                 server: Server, region_name: str) -> Reply:
-        _shm.cuda_register(self.settings.allow_client_shm, region_name)
+        allowed = self.settings.allow_client_shm
+        _shm.check_client_shm(allowed)  # before the body is read, as Triton
+        request = await self._json_body(scope, receive, "register")
+        fields = _shm.cuda_register_fields(request)
+        # Opening an IPC handle is CUDA work: not on the event loop.
+        await in_thread(_shm.cuda_register, server, allowed, region_name, *fields)
+        return 200, JSON_TYPE, b"", []
 
     async def cuda_shm_unregister(self, scope: Scope, receive: Receive, send: Send,
                                   server: Server, region_name: Optional[str] = None) -> Reply:
-        _shm.cuda_unregister(self.settings.allow_client_shm, region_name)
+        await in_thread(_shm.cuda_unregister, server, self.settings.allow_client_shm,
+                        region_name)
         return 200, JSON_TYPE, b"", []
 
     # ---- Inference ---------------------------------------------------------------------
@@ -517,8 +524,8 @@ class KServeHttp(AsgiFrontend):
           ("none", "optional", "required"; default "required" with
           ``ssl_ca_certs``) check client certificates.
         - ``allow_client_shm``: clients may register, unregister and use
-          system shared memory regions (Triton's ``--allow-client-shm``). Off
-          by default: a region names any shared memory object this process
+          system and CUDA shared memory regions (Triton's ``--allow-client-shm``).
+          Off by default: a region names any shared memory object this process
           can open, so a client could read and write other processes' memory.
         """
 
