@@ -205,6 +205,44 @@ def test_a_signal_during_a_write_to_standard_error_stops_cleanly(monkeypatch, ca
     assert "signal 15: stopping" in capfd.readouterr().err
 
 
+SIGNAL_TO_ANOTHER_THREAD = """
+import signal, sys, threading, time
+from tritonserver._cli.serve_flags import Signals
+
+signals = Signals()
+signals.install()
+asleep = threading.Event()
+
+def other():  # a thread of the core's, gRPC's or an event loop's
+    asleep.set()
+    time.sleep(600)
+
+thread = threading.Thread(target=other, daemon=True)
+thread.start()
+asleep.wait()
+threading.Timer(0.2, signal.pthread_kill, (thread.ident, signal.SIGTERM)).start()
+print("stopped" if signals.wait(timeout=None if sys.argv[1] == "forever" else 300) else "timed out",
+      flush=True)
+"""
+
+
+@pytest.mark.parametrize("timeout", ["forever", "300"])
+def test_a_sigterm_that_reaches_another_thread_still_stops_serve(timeout):
+    """The kernel may give a process's SIGTERM to any thread; Python runs the
+    handler in the main thread when it next runs Python code. serve's main
+    thread slept in one long wait, so such a SIGTERM went unhandled until
+    the wait ended (the soak saw a serve still serving 30 s after SIGTERM).
+    Signals.wait sleeps in short steps: the stop comes within a step."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", SIGNAL_TO_ANOTHER_THREAD, timeout],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "stopped"
+    assert "signal 15: stopping" in out.stderr
+
+
 def test_the_python_backend_follows_the_environment_unless_a_flag_says(monkeypatch):
     monkeypatch.delenv("TRITONSERVER_PYTHON_BACKEND", raising=False)
     assert options().python_backend == "stub"

@@ -326,7 +326,19 @@ def _say_raw(message: str) -> None:
 
 
 class Signals:
-    """SIGINT/SIGTERM: the first asks for a clean stop, the second exits at once."""
+    """SIGINT/SIGTERM: the first asks for a clean stop, the second exits at once.
+
+    Wait for them with wait(), not stop.wait(): Python runs a signal's
+    handler in the main thread, when that thread next runs Python code. The
+    kernel may deliver a process's signal to any thread that does not block
+    it (the core's, gRPC's, the event loops'); the main thread, asleep in
+    one long wait, then ran the handler only when that wait ended, and a
+    `serve` sent SIGTERM kept serving (seen once in the soak: no exit 30 s
+    after SIGTERM, the main thread asleep and every frontend running).
+    """
+
+    # How long the main thread sleeps before it looks for a handler to run.
+    POLL_S = 0.25
 
     def __init__(self) -> None:
         self.stop = threading.Event()
@@ -339,6 +351,19 @@ class Signals:
     def restore(self) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Whether a stop was asked within `timeout` seconds (None: until
+        one is). Sleeps in short steps, so a signal that reached another
+        thread is handled within POLL_S (see the class)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = self.POLL_S if deadline is None else min(self.POLL_S,
+                                                            deadline - time.monotonic())
+            if self.stop.wait(max(0.0, left)):
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.stop.is_set():

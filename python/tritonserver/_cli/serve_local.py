@@ -162,7 +162,7 @@ def _sagemaker_options(args: argparse.Namespace) -> Optional[Any]:
 
 def _wait(server: Any, args: argparse.Namespace, signals: Signals) -> None:
     poll = args.model_control_mode == "poll" and args.repository_poll_secs > 0
-    while not signals.stop.wait(args.repository_poll_secs if poll else 3600):
+    while not signals.wait(args.repository_poll_secs if poll else None):
         if poll:
             try:
                 server.poll_model_repository()

@@ -246,7 +246,7 @@ def run(args: argparse.Namespace, signals: Optional[Signals] = None) -> int:
         for note in notes:
             say(f"tritonserver serve --ray: {note}")
         say("tritonserver serve: ready")
-        signals.stop.wait()
+        signals.wait()
         if not own_cluster:  # only this application: others may share the cluster
             _bounded(lambda: serve.delete(args.ray_app_name), args.exit_timeout_secs + 30,
                      "deleting the application")
