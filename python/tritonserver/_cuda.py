@@ -101,6 +101,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "cudaIpcOpenMemHandle": (c_int, [ctypes.POINTER(c_void_p), _IpcMemHandle, ctypes.c_uint]),
         "cudaIpcCloseMemHandle": (c_int, [c_void_p]),
         "cudaPointerGetAttributes": (c_int, [ctypes.POINTER(_PointerAttributes), c_void_p]),
+        "cudaGetDriverEntryPoint": (c_int, [ctypes.c_char_p, ctypes.POINTER(c_void_p),
+                                            ctypes.c_ulonglong, ctypes.POINTER(c_int)]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)
@@ -214,6 +216,33 @@ def pointer_device(ptr: int) -> tuple[int, int]:
     check(runtime().cudaPointerGetAttributes(ctypes.byref(attributes), ptr),
           "cudaPointerGetAttributes")
     return attributes.type, attributes.device
+
+
+# CUresult cuMemGetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr ptr)
+_ADDRESS_RANGE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_uint64),
+                                  ctypes.POINTER(ctypes.c_size_t), ctypes.c_uint64)
+_address_range: Optional[Any] = None
+
+
+def bytes_from(ptr: int) -> int:
+    """How many bytes of its allocation lie at and after device pointer
+    `ptr` (the driver's cuMemGetAddressRange, reached through the runtime's
+    cudaGetDriverEntryPoint): what a client may name of memory it shares."""
+    global _address_range
+    lib = runtime()
+    if _address_range is None:
+        function, status = ctypes.c_void_p(), ctypes.c_int(0)
+        check(lib.cudaGetDriverEntryPoint(b"cuMemGetAddressRange", ctypes.byref(function), 0,
+                                          ctypes.byref(status)),
+              "cudaGetDriverEntryPoint(cuMemGetAddressRange)")
+        if not function.value:
+            raise UnavailableError("the CUDA driver has no cuMemGetAddressRange")
+        _address_range = _ADDRESS_RANGE(function.value)
+    base, size = ctypes.c_uint64(0), ctypes.c_size_t(0)
+    result = _address_range(ctypes.byref(base), ctypes.byref(size), ptr)
+    if result != 0:
+        raise UnavailableError(f"cuMemGetAddressRange failed: CUresult {result}")
+    return int(base.value) + int(size.value) - int(ptr)
 
 
 def ipc_handle(ptr: int) -> bytes:

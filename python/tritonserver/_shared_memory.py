@@ -299,11 +299,17 @@ class SharedMemoryRegistry:
             _log.error("failed to open CUDA IPC handle: %s", e)
             raise InvalidArgumentError(
                 "failed to register shared memory region: invalid args") from None
-        # Triton then checks byte_size against the opened allocation's size
-        # (cuMemGetAddressRange, a driver call it reaches through
-        # cudaGetDriverEntryPoint). tritonserver._cuda offers no such call, so that
-        # check is not made here: byte_size is taken as the client gives it, and
-        # the client is trusted not to name more than it allocated.
+        # A client may name no more than it shares: byte_size is checked
+        # against the opened allocation (Triton's check, with its answer).
+        try:
+            fits = byte_size <= _cuda.bytes_from(mapping.ptr)
+        except TritonError as e:
+            _log.error("failed to read the size of CUDA shared memory region '%s': %s", name, e)
+            fits = False
+        if not fits:
+            mapping.close()
+            raise InvalidArgumentError(
+                f"failed to register shared memory region '{name}': invalid args")
         with self._lock:
             if name in self._regions:  # taken while the handle was being opened
                 mapping.close()

@@ -133,6 +133,12 @@ def test_device_and_pinned_allocations_without_a_gpu_name_the_cuda_error():
         _cuda.PinnedAllocation(16)
 
 
+@no_gpu
+def test_the_size_of_an_allocation_without_a_gpu_names_the_cuda_error():
+    with pytest.raises(tritonserver.UnavailableError, match="cuMemGetAddressRange"):
+        _cuda.bytes_from(4096)
+
+
 def test_an_ipc_handle_of_the_wrong_size_is_refused():
     with pytest.raises(tritonserver.InvalidArgumentError, match="64 bytes, not 3"):
         _cuda.IpcMapping(b"abc", 0)

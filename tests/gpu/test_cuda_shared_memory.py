@@ -163,6 +163,12 @@ def test_in_process_api_on_another_process_region(served: Any, device_id: int) -
             server.register_cuda_shared_memory("ipc_in", exporter.handles["in"], device_id, 128)
         with pytest.raises(tritonserver.AlreadyExistsError, match="already in manager"):
             server.register_system_shared_memory("ipc_in", "/no-such-key", 64)
+        # No more than the allocation behind the handle may be named.
+        with pytest.raises(tritonserver.InvalidArgumentError,
+                           match="failed to register shared memory region 'too_big': invalid args"):
+            server.register_cuda_shared_memory("too_big", exporter.handles["in"], device_id,
+                                               1 << 40)
+        assert "too_big" not in [r["name"] for r in server.cuda_shared_memory_status()]
         with pytest.raises(tritonserver.NotFoundError,
                            match="The region named 'ipc_in' is registered as CUDA shared "
                                  "memory, not system shared memory"):

@@ -106,6 +106,15 @@ def test_the_documented_to_device_example():
         assert ndarray_cpu[0] == float(ndarray_gpu[0])
 
 
+def test_the_size_behind_a_device_pointer_is_its_allocations():
+    pointer = cupy.cuda.runtime.malloc(1000)
+    try:
+        assert _cuda.bytes_from(pointer) >= 1000
+        assert _cuda.bytes_from(pointer + 100) == _cuda.bytes_from(pointer) - 100
+    finally:
+        cupy.cuda.runtime.free(pointer)
+
+
 def test_bytes_tensors_in_device_memory_are_read_through_the_host():
     t = Tensor.from_bytes_array([b"ab", b"", b"xyz"]).to_device("gpu")
     assert t.memory_type == MemoryType.GPU

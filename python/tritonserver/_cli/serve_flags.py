@@ -158,8 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("shared memory")
     g.add_argument("--allow-client-shm", type=_bool, nargs="?", const=True, default=False,
                    metavar="BOOL", help="let HTTP and gRPC clients register, unregister and "
-                   "use system shared memory regions (default false: a region names any "
-                   "shared memory object this process can open)")
+                   "use system and CUDA shared memory regions (default false: a system region "
+                   "names any shared memory object this process can open)")
 
     g = p.add_argument_group("gRPC")
     g.add_argument("--allow-grpc", type=_bool, nargs="?", const=True, default=True,
