@@ -1,10 +1,10 @@
-// c_api_bench: the four benchmark workloads driven through the Triton C API
+// c_api_bench: the benchmark workloads driven through the Triton C API
 // directly, with no binding in between. It is the ceiling the Python API is
 // compared with: same core, same model repository, same backend folder.
 //
 //   c_api_bench --model-repository DIR --backend-directory DIR
 //               [--cache-directory DIR] [--model identity_fp32]
-//               [--workloads sync,async64,large16MiB,threads4]
+//               [--workloads sync,async64,large16MiB,threads4[,gpu16MiB]]
 //               [--rounds 3] [--seconds 2.0] [--warmup-seconds 0.3]
 //               [--min-requests 5] [--max-seconds 30] [--max-requests N]
 //
@@ -17,6 +17,13 @@
 // memory and one requested output, a response allocator that mallocs host
 // memory, a response callback that reads the output's description and
 // deletes the response, and a release callback that deletes the request.
+//
+// gpu16MiB (asked for by name, needs a GPU; benchmarks/gpu.py runs it): the
+// large16MiB request with its input in device memory (TRITONSERVER_MEMORY_GPU,
+// GPU 0, written once before the runs) and a response allocator that
+// cudaMallocs each output on the device and cudaFrees it on release, as the
+// Python API's default GPU allocator does (device_memory.h); the CUDA runtime
+// is the one the core loaded.
 
 #include <sys/resource.h>
 
@@ -38,6 +45,7 @@
 #include <vector>
 
 #include "core_calls.h"
+#include "device_memory.h"
 
 namespace {
 
@@ -133,7 +141,7 @@ Settings ParseArguments(int argc, char** argv) {
     Die("need --rounds >= 1, --seconds > 0 and --max-seconds >= --seconds");
   }
   for (const auto& w : s.workloads) {
-    if (w != "sync" && w != "async64" && w != "large16MiB" && w != "threads4") {
+    if (w != "sync" && w != "async64" && w != "large16MiB" && w != "threads4" && w != "gpu16MiB") {
       Die("unknown workload '" + w + "'");
     }
   }
@@ -147,14 +155,19 @@ Settings ParseArguments(int argc, char** argv) {
 struct Sink {
   std::mutex mutex;
   std::condition_variable changed;
-  int in_flight = 0;  // guarded by mutex
-  const void* expected = nullptr;
+  int in_flight = 0;               // guarded by mutex
+  const void* expected = nullptr;  // host memory
   size_t expected_bytes = 0;
+  TRITONSERVER_MemoryType expected_memory = TRITONSERVER_MEMORY_CPU;  // where outputs go
   std::atomic<bool> verify_next{false};
 
-  void Expect(const std::vector<float>& input) {
+  // The next response's output must equal `input`, in `memory` (what the
+  // request's allocator gives).
+  void Expect(const std::vector<float>& input,
+              TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU) {
     expected = input.data();
     expected_bytes = input.size() * sizeof(float);
+    expected_memory = memory;
     verify_next.store(true);
   }
 
@@ -199,9 +212,24 @@ void OnResponse(TRITONSERVER_InferenceResponse* response, const uint32_t flags, 
         out.dim_count != 1) {
       Die("the output does not have the input's type and size");
     }
-    if (sink->verify_next.exchange(false) &&
-        std::memcmp(out.base, sink->expected, out.byte_size) != 0) {
-      Die("the output differs from the input");
+    if (out.memory_type != sink->expected_memory) {
+      Die(std::string("the output is in ") + TRITONSERVER_MemoryTypeString(out.memory_type) +
+          " memory, not where its allocator put it");
+    }
+    if (sink->verify_next.exchange(false)) {
+      const void* host = out.base;
+      std::vector<char> copy;
+      if (out.memory_type == TRITONSERVER_MEMORY_GPU) {  // read back through the host
+        copy.resize(out.byte_size);
+        const tritonbench::CudaRuntime& cuda = tritonbench::Cuda();
+        const int status = cuda.memcpy(copy.data(), out.base, out.byte_size,
+                                       tritonbench::CudaRuntime::kMemcpyDefault);
+        if (status != 0) Die("reading the output from the device: " + cuda.Error(status));
+        host = copy.data();
+      }
+      if (std::memcmp(host, sink->expected, out.byte_size) != 0) {
+        Die("the output differs from the input");
+      }
     }
     Check(TRITONSERVER_InferenceResponseDelete(response), "deleting a response");
   }
@@ -212,27 +240,42 @@ void OnResponse(TRITONSERVER_InferenceResponse* response, const uint32_t flags, 
 
 struct Context {
   TRITONSERVER_Server* server = nullptr;
-  TRITONSERVER_ResponseAllocator* allocator = nullptr;
+  TRITONSERVER_ResponseAllocator* allocator = nullptr;      // host memory
+  TRITONSERVER_ResponseAllocator* gpu_allocator = nullptr;  // device memory (gpu16MiB)
   std::string model;
 };
 
-void Send(const Context& ctx, const std::vector<float>& input, Sink* sink) {
+// A request's input: where its FP32 values lie, and the allocator its
+// output gets.
+struct Input {
+  const void* data = nullptr;
+  size_t count = 0;
+  TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
+  int64_t memory_type_id = 0;
+  TRITONSERVER_ResponseAllocator* allocator = nullptr;
+};
+
+Input HostInput(const Context& ctx, const std::vector<float>& values) {
+  return Input{values.data(), values.size(), TRITONSERVER_MEMORY_CPU, 0, ctx.allocator};
+}
+
+void Send(const Context& ctx, const Input& input, Sink* sink) {
   TRITONSERVER_InferenceRequest* request = nullptr;
   Check(TRITONSERVER_InferenceRequestNew(&request, ctx.server, ctx.model.c_str(), -1),
         "creating a request");
-  const int64_t shape[1] = {static_cast<int64_t>(input.size())};
+  const int64_t shape[1] = {static_cast<int64_t>(input.count)};
   Check(
       TRITONSERVER_InferenceRequestAddInput(request, kInputName, TRITONSERVER_TYPE_FP32, shape, 1),
       "adding the input");
-  Check(TRITONSERVER_InferenceRequestAppendInputData(request, kInputName, input.data(),
-                                                     input.size() * sizeof(float),
-                                                     TRITONSERVER_MEMORY_CPU, 0),
+  Check(TRITONSERVER_InferenceRequestAppendInputData(request, kInputName, input.data,
+                                                     input.count * sizeof(float), input.memory_type,
+                                                     input.memory_type_id),
         "appending input data");
   Check(TRITONSERVER_InferenceRequestAddRequestedOutput(request, kOutputName),
         "requesting the output");
   Check(TRITONSERVER_InferenceRequestSetReleaseCallback(request, OnRequestRelease, nullptr),
         "setting the release callback");
-  Check(TRITONSERVER_InferenceRequestSetResponseCallback(request, ctx.allocator, nullptr,
+  Check(TRITONSERVER_InferenceRequestSetResponseCallback(request, input.allocator, nullptr,
                                                          OnResponse, sink),
         "setting the response callback");
   g_live_requests.fetch_add(1);
@@ -272,8 +315,8 @@ struct Measured {
 };
 
 // One request in flight: send, wait for the final response, repeat.
-Measured RunSequential(const Context& ctx, const std::vector<float>& input, Sink* sink,
-                       const Bounds& bounds, bool record) {
+Measured RunSequential(const Context& ctx, const Input& input, Sink* sink, const Bounds& bounds,
+                       bool record) {
   Measured m;
   if (record) m.latencies_ns.reserve(1 << 20);
   Clock::time_point now = Clock::now();
@@ -293,8 +336,8 @@ Measured RunSequential(const Context& ctx, const std::vector<float>& input, Sink
 }
 
 // `depth` requests in flight: a new one goes out as soon as one completes.
-Measured RunPipelined(const Context& ctx, const std::vector<float>& input, Sink* sink,
-                      const Bounds& bounds, int depth) {
+Measured RunPipelined(const Context& ctx, const Input& input, Sink* sink, const Bounds& bounds,
+                      int depth) {
   Measured m;
   Clock::time_point now = Clock::now();
   while (!bounds.Done(now, m.count)) {
@@ -309,7 +352,7 @@ Measured RunPipelined(const Context& ctx, const std::vector<float>& input, Sink*
 }
 
 // `threads` threads, each with one request in flight, started together.
-Measured RunThreads(const Context& ctx, const std::vector<float>& input, std::vector<Sink>& sinks,
+Measured RunThreads(const Context& ctx, const Input& input, std::vector<Sink>& sinks,
                     const Settings& s, double seconds, int threads) {
   std::mutex mutex;
   std::condition_variable go;
@@ -408,10 +451,20 @@ std::string Costs(const Usage& before, uint64_t count) {
          ", \"switches\": " + Number((after.switches - before.switches) / n);
 }
 
+// The values the workloads send, and the 16 MiB of them in device memory
+// for gpu16MiB (null unless it is asked for).
+struct Data {
+  std::vector<float> small;
+  std::vector<float> large;
+  void* device_large = nullptr;
+};
+
 // Runs one workload once (after a warm-up) and returns its JSON object.
 std::string RunWorkload(const Context& ctx, const Settings& s, const std::string& workload,
-                        const std::vector<float>& small, const std::vector<float>& large,
-                        Sink* single, std::vector<Sink>& per_thread) {
+                        const Data& data, Sink* single, std::vector<Sink>& per_thread) {
+  const std::vector<float>& small = data.small;
+  const std::vector<float>& large = data.large;
+  const Input small_input = HostInput(ctx, small);
   auto warmup_bounds = [&](double seconds) {
     return Bounds(Clock::now(), seconds, std::max(seconds, s.max_seconds), 1, s.max_requests);
   };
@@ -421,9 +474,9 @@ std::string RunWorkload(const Context& ctx, const Settings& s, const std::string
   std::ostringstream json;
   if (workload == "sync") {
     single->Expect(small);
-    RunSequential(ctx, small, single, warmup_bounds(s.warmup_seconds), false);
+    RunSequential(ctx, small_input, single, warmup_bounds(s.warmup_seconds), false);
     const Usage before = Usage::Now();
-    Measured m = RunSequential(ctx, small, single, full_bounds(), true);
+    Measured m = RunSequential(ctx, small_input, single, full_bounds(), true);
     const std::string costs = Costs(before, m.count);
     json << "{\"ips\": " << Number(m.count / m.seconds)
          << ", \"p50_us\": " << Number(PercentileUs(m.latencies_ns, 50))
@@ -431,24 +484,29 @@ std::string RunWorkload(const Context& ctx, const Settings& s, const std::string
          << ", \"seconds\": " << Number(m.seconds) << costs << "}";
   } else if (workload == "async64") {
     single->Expect(small);
-    RunPipelined(ctx, small, single, warmup_bounds(s.warmup_seconds), kAsyncInFlight);
+    RunPipelined(ctx, small_input, single, warmup_bounds(s.warmup_seconds), kAsyncInFlight);
     const Usage before = Usage::Now();
-    Measured m = RunPipelined(ctx, small, single, full_bounds(), kAsyncInFlight);
+    Measured m = RunPipelined(ctx, small_input, single, full_bounds(), kAsyncInFlight);
     json << "{\"ips\": " << Number(m.count / m.seconds) << ", \"n\": " << m.count
          << ", \"seconds\": " << Number(m.seconds) << Costs(before, m.count) << "}";
-  } else if (workload == "large16MiB") {
-    single->Expect(large);
-    RunSequential(ctx, large, single, warmup_bounds(s.warmup_seconds), false);
-    Measured m = RunSequential(ctx, large, single, full_bounds(), false);
+  } else if (workload == "large16MiB" || workload == "gpu16MiB") {
+    const bool gpu = workload == "gpu16MiB";
+    // gpu16MiB: the same values, already on GPU 0; outputs on the device.
+    const Input input =
+        gpu ? Input{data.device_large, large.size(), TRITONSERVER_MEMORY_GPU, 0, ctx.gpu_allocator}
+            : HostInput(ctx, large);
+    single->Expect(large, gpu ? TRITONSERVER_MEMORY_GPU : TRITONSERVER_MEMORY_CPU);
+    RunSequential(ctx, input, single, warmup_bounds(s.warmup_seconds), false);
+    Measured m = RunSequential(ctx, input, single, full_bounds(), false);
     const double bytes = static_cast<double>(large.size() * sizeof(float));
     json << "{\"gbps\": " << Number(m.count * bytes / m.seconds / 1e9)
          << ", \"ips\": " << Number(m.count / m.seconds) << ", \"n\": " << m.count
          << ", \"seconds\": " << Number(m.seconds) << "}";
   } else {  // threads4
     for (auto& sink : per_thread) sink.Expect(small);
-    RunThreads(ctx, small, per_thread, s, s.warmup_seconds, kThreads);
+    RunThreads(ctx, small_input, per_thread, s, s.warmup_seconds, kThreads);
     const Usage before = Usage::Now();
-    Measured m = RunThreads(ctx, small, per_thread, s, s.seconds, kThreads);
+    Measured m = RunThreads(ctx, small_input, per_thread, s, s.seconds, kThreads);
     json << "{\"ips\": " << Number(m.count / m.seconds) << ", \"n\": " << m.count
          << ", \"seconds\": " << Number(m.seconds) << Costs(before, m.count) << "}";
   }
@@ -515,14 +573,32 @@ int main(int argc, char** argv) {
                                           tritonbench::ReleaseHost, nullptr),
         "creating the response allocator");
 
-  std::vector<float> small(kSmallCount);
-  for (size_t i = 0; i < small.size(); ++i) small[i] = static_cast<float>(i);
-  std::vector<float> large;
-  if (std::find(s.workloads.begin(), s.workloads.end(), "large16MiB") != s.workloads.end()) {
-    large.resize(kLargeCount);
-    for (size_t i = 0; i < large.size(); ++i) {
-      large[i] = static_cast<float>(i % 1024);
+  auto wants = [&](const char* workload) {
+    return std::find(s.workloads.begin(), s.workloads.end(), workload) != s.workloads.end();
+  };
+  Data data;
+  data.small.resize(kSmallCount);
+  for (size_t i = 0; i < data.small.size(); ++i) data.small[i] = static_cast<float>(i);
+  if (wants("large16MiB") || wants("gpu16MiB")) {
+    data.large.resize(kLargeCount);
+    for (size_t i = 0; i < data.large.size(); ++i) {
+      data.large[i] = static_cast<float>(i % 1024);
     }
+  }
+  const tritonbench::CudaRuntime* cuda = nullptr;
+  if (wants("gpu16MiB")) {
+    cuda = &tritonbench::Cuda();
+    if (!cuda->problem.empty()) Die("gpu16MiB needs a GPU: " + cuda->problem);
+    const size_t bytes = data.large.size() * sizeof(float);
+    tritonbench::OnDevice on(0);
+    int status = cuda->malloc(&data.device_large, bytes);
+    if (status != 0) Die("cudaMalloc of the input: " + cuda->Error(status));
+    status = cuda->memcpy(data.device_large, data.large.data(), bytes,
+                          tritonbench::CudaRuntime::kMemcpyDefault);
+    if (status != 0) Die("copying the input to the device: " + cuda->Error(status));
+    Check(TRITONSERVER_ResponseAllocatorNew(&ctx.gpu_allocator, tritonbench::AllocateDevice,
+                                            tritonbench::ReleaseDevice, nullptr),
+          "creating the device response allocator");
   }
   auto* single = new Sink();  // never freed: see Sink
   auto* per_thread = new std::vector<Sink>(kThreads);
@@ -534,7 +610,7 @@ int main(int argc, char** argv) {
     out << (round ? ", " : "") << "{";
     for (size_t i = 0; i < s.workloads.size(); ++i) {
       const std::string& w = s.workloads[i];
-      std::string figures = RunWorkload(ctx, s, w, small, large, single, *per_thread);
+      std::string figures = RunWorkload(ctx, s, w, data, single, *per_thread);
       std::fprintf(stderr, "c-api round %d %s %s\n", round + 1, w.c_str(), figures.c_str());
       out << (i ? ", " : "") << JsonString(w) << ": " << figures;
     }
@@ -543,8 +619,13 @@ int main(int argc, char** argv) {
   out << "]}";
 
   Check(TRITONSERVER_ResponseAllocatorDelete(ctx.allocator), "deleting the response allocator");
+  if (ctx.gpu_allocator != nullptr) {
+    Check(TRITONSERVER_ResponseAllocatorDelete(ctx.gpu_allocator),
+          "deleting the device response allocator");
+  }
   Check(TRITONSERVER_ServerStop(ctx.server), "stopping the server");
   Check(TRITONSERVER_ServerDelete(ctx.server), "deleting the server");
+  if (data.device_large != nullptr) cuda->free(data.device_large);
   std::printf("%s\n", out.str().c_str());
   std::fflush(stdout);
   return 0;

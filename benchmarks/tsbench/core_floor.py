@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Optional
 
 from . import native
 from .procs import BenchError, run_logged
@@ -21,9 +22,10 @@ TIMEOUT_S = 300
 
 
 class CoreFloor:
-    """Builds the driver once; measure() runs one round of it."""
+    """Builds the driver once (or takes one built already: `driver`);
+    measure() runs one round of it."""
 
-    def __init__(self, logs: str) -> None:
+    def __init__(self, logs: str, driver: Optional[str] = None) -> None:
         import tritonserver
         from tritonserver._core import backend_directory, find_core
         from tritonserver._runtime import package_backends_dir
@@ -32,7 +34,7 @@ class CoreFloor:
         self.core = find_core()
         self.repository = tritonserver.example_model_repository()
         self.backend_dir = backend_directory(self.core, package_backends_dir())
-        self.driver = native.build_driver(
+        self.driver = driver or native.build_driver(
             self.core.library, os.path.join(BENCHMARKS, "build"),
             os.path.join(BENCHMARKS, ".venv-client"), os.path.join(logs, "core-floor-build.log"))
 
