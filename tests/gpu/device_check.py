@@ -847,6 +847,9 @@ def run(args: argparse.Namespace) -> int:
             runner.step("test_api.py", 120, lambda s, t: test_api(runner, s, t))
             cudashm(runner, runner.left(120))
             runner.step("benchmark", 100, lambda s, t: benchmark(runner, s, t))
+        for s in runner.steps:  # what a failure printed last, before the table
+            if not s.ok and os.path.isfile(runner.log(s.name)):
+                print(f"\n--- {s.name}: the end of its log\n{tail(runner.log(s.name), 1500)}")
         text = summary(runner.steps, gpu_name())
         print("\n" + text, flush=True)
         deliver(runner, out, text)
