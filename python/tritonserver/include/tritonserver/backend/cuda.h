@@ -85,9 +85,8 @@ inline const CudaRuntime& Cuda() {
 // Copies `byte_size` bytes from `src` (in `src_type` memory, on device
 // `src_id` for GPU memory) to `dst`; returns when the copy is done. Throws
 // Error (UNAVAILABLE) when a GPU side cannot be reached.
-inline void CopyMemory(void* dst, TRITONSERVER_MemoryType dst_type, int64_t dst_id,
-                       const void* src, TRITONSERVER_MemoryType src_type, int64_t src_id,
-                       size_t byte_size) {
+inline void CopyMemory(void* dst, TRITONSERVER_MemoryType dst_type, int64_t dst_id, const void* src,
+                       TRITONSERVER_MemoryType src_type, int64_t src_id, size_t byte_size) {
   if (byte_size == 0) return;
   if (IsHostMemory(dst_type) && IsHostMemory(src_type)) {
     std::memcpy(dst, src, byte_size);
