@@ -315,8 +315,7 @@ def from_cuda_array_interface(obj: Any) -> Tensor:
     interface = obj.__cuda_array_interface__
     shape = tuple(int(n) for n in interface["shape"])
     dtype = np.dtype(interface["typestr"])
-    strides = interface.get("strides")
-    if strides is not None and tuple(strides) != _contiguous_strides(shape, dtype.itemsize):
+    if not _c_contiguous(shape, interface.get("strides"), dtype.itemsize):
         raise InvalidArgumentError(
             "__cuda_array_interface__: the array is not C-contiguous; make it contiguous first")
     if not dtype.isnative:
@@ -336,12 +335,18 @@ def from_cuda_array_interface(obj: Any) -> Tensor:
                   MemoryBuffer(address, MemoryType.GPU, device_id, count * dtype.itemsize, obj))
 
 
-def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    strides, step = [], itemsize
-    for n in reversed(shape):
-        strides.append(step)
+def _c_contiguous(shape: Sequence[int], strides: Optional[Sequence[int]], unit: int) -> bool:
+    """Whether `strides` (None: contiguous) lay `shape` out in C order, in
+    steps of `unit` (DLPack counts elements, the CUDA array interface bytes);
+    a dimension of one element may have any stride."""
+    if strides is None:
+        return True
+    step = unit
+    for n, stride in zip(reversed(tuple(shape)), reversed(tuple(strides))):
+        if n > 1 and stride != step:
+            return False
         step *= n
-    return tuple(reversed(strides))
+    return True
 
 
 def _import_dlpack(obj: Any) -> tuple[dict[str, Any], MemoryBuffer]:
@@ -352,14 +357,8 @@ def _import_dlpack(obj: Any) -> tuple[dict[str, Any], MemoryBuffer]:
         raise InvalidArgumentError(str(e)) from None
     shape = desc["shape"]
     itemsize = (desc["bits"] * desc["lanes"] + 7) // 8
-    strides = desc["strides"]
-    if strides is not None and any(n > 1 for n in shape):
-        expected, step = [], 1
-        for n in reversed(shape):
-            expected.append(step)
-            step *= n
-        if any(s != e for s, e, n in zip(strides, reversed(expected), shape) if n > 1):
-            raise InvalidArgumentError("DLPack tensor is not contiguous; make it contiguous first")
+    if not _c_contiguous(shape, desc["strides"], 1):
+        raise InvalidArgumentError("DLPack tensor is not contiguous; make it contiguous first")
     if desc["device_type"] not in _MEMORY_TYPE_BY_DLPACK_DEVICE:
         raise UnsupportedError(f"DLPack device type {desc['device_type']} is not supported")
     count = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1

@@ -22,6 +22,8 @@ import json
 import threading
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+import numpy as np
+
 from tritonserver._errors import TritonError as _ServerError
 from tritonserver._inprocess._pb_types import (
     InferenceResponse,
@@ -222,8 +224,9 @@ class InferenceRequest:
     def inputs(self) -> list[Tensor]:
         if self._request is None:
             return self._inputs
-        if self._cpu_inputs:
-            return [Tensor(n, host_input(v)) for n, v in self._request.inputs.items()]
+        if self._cpu_inputs:  # numpy arrays are host memory already: no call for them
+            return [Tensor(n, v if type(v) is np.ndarray else host_input(v))
+                    for n, v in self._request.inputs.items()]
         return [Tensor(n, v) for n, v in self._request.inputs.items()]
 
     def request_id(self) -> str:

@@ -40,6 +40,7 @@ class PbUtilsModel(PythonModel):
         self._class = legacy_class
         self._objects: dict[str, Any] = {}  # instance name -> its TritonPythonModel
         self._context: Optional[ModelContext] = None
+        self._cpu_inputs: Optional[bool] = None  # FORCE_CPU_ONLY_INPUT_TENSORS, read once
 
     def _for_model(self) -> ModelContext:
         if self._context is None:
@@ -89,8 +90,9 @@ class PbUtilsModel(PythonModel):
     def execute(self, requests: list[ModelRequest]) -> Any:
         instance = requests[0].instance.name
         legacy = self._objects[instance]
-        cpu_inputs = cpu_only_inputs(self.config)
-        wrapped = [InferenceRequest.of(r, cpu_inputs) for r in requests]
+        if self._cpu_inputs is None:
+            self._cpu_inputs = cpu_only_inputs(self.config)
+        wrapped = [InferenceRequest.of(r, self._cpu_inputs) for r in requests]
         try:
             with running_for(self._for_model()):
                 responses = legacy.execute(wrapped)
