@@ -114,16 +114,42 @@ class Watchdog:
             self._say(f"tests: no captured output ({type(e).__name__}: {e})\n")
         # The main thread first: faulthandler lists the newest 100 threads only.
         main = sys._current_frames().get(threading.main_thread().ident)
-        if main is not None:
+        main_stack = traceback.format_stack(main) if main is not None else []
+        if main_stack:
             self._say("tests: Python stack of the main thread (most recent call last):\n"
-                      + "".join(traceback.format_stack(main)))
+                      + "".join(main_stack))
         self._say("tests: Python stacks of every thread:\n")
         faulthandler.dump_traceback(file=self._fd, all_threads=True)
         self._say("tests: native stacks of every thread of this process:\n")
-        self._say(_crash_report.native_backtraces(os.getpid()))
+        own = _crash_report.native_backtraces(os.getpid())
+        self._say(own)
+        children = []
         for child in _crash_report.descendants(os.getpid()):
-            self._say(f"tests: native stacks of child process {child} ({_crash_report.command_line(child)}):\n")
-            self._say(_crash_report.native_backtraces(child))
+            line = _crash_report.command_line(child)
+            state = _crash_report.process_state(child)
+            self._say(f"tests: native stacks of child process {child} [{state}] ({line}):\n")
+            stacks = _crash_report.native_backtraces(child)
+            self._say(stacks)
+            children.append((child, state, line, stacks))
+        self._say(summary(test, limit, main_stack, own, children))
+
+
+def summary(test: str, limit: float, main_stack: list[str], own: str,
+            children: list[tuple[int, str, str, str]]) -> str:
+    """The end of a hang report: every thread of every process in a line or
+    two, so that a log that keeps only its last few kilobytes (a CI page)
+    still shows who waits where."""
+    parts = [f"\ntests: HANG SUMMARY: {test}, blocked past {limit:.0f} s\n",
+             "tests: main thread, Python (innermost last):\n",
+             "".join(main_stack[-8:]),
+             f"tests: threads of this process ({os.getpid()}), native, "
+             "[count x] \"name\" in <call> < <callers>:\n",
+             _crash_report.summarize(own)]
+    for child, state, line, stacks in children:
+        parts.append(f"tests: child {child} [{state}] {line[:160]}:\n")
+        parts.append(_crash_report.summarize(stacks))
+    parts.append(f"tests: end of the hang report; the run ends (status {HANG_EXIT_STATUS}).\n")
+    return "".join(parts)
 
 
 def timeout_of(item: Any) -> float:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -171,3 +172,59 @@ def descendants(pid: int) -> list[int]:
             found.append(child)
             todo.append(child)
     return found
+
+
+# Frames that say nothing of where a thread waits: the C library's wait and
+# thread plumbing, and the interpreter's own evaluation loop (the Python
+# frames are in faulthandler's part of a report).
+_NOISE_PREFIXES = ("__futex", "futex_", "__GI___futex", "do_futex_wait", "__new_sem_wait",
+                   "__pthread_cond_wait", "___pthread_cond_wait", "__GI___pthread", "__GI___poll",
+                   "__GI___clock_nanosleep", "__GI___nanosleep", "__libc_start", "start_thread",
+                   "clone", "_start", "__lll_lock", "___pthread_mutex_lock", "__pthread_clockjoin",
+                   "std::condition_variable", "std::__invoke", "std::thread::_", "std::__1::",
+                   "_Py", "Py", "method_vectorcall", "cfunction_", "slot_tp_", "do_call_core",
+                   "run_mod", "run_eval_code_obj", "pymain_", "builtin_", "partial_", "call_",
+                   "object_vacall", "vectorcall_", "thread_run", "pythread_wrapper", "t_bootstrap",
+                   "bounded_lock_grab", "lock_PyThread", "acquire_timed", "take_gil", "drop_gil")
+_NOISE_NAMES = ("main", "??")
+_FRAME_NAME = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+?)(?: \(|$)")
+_THREAD_HEAD = re.compile(r'^Thread \d+ \(Thread 0x[0-9a-f]+ \(LWP (\d+)\)(?: "([^"]*)")?\)')
+
+
+def summarize(backtraces: str, frames: int = 5) -> str:
+    """Debugger output (``native_backtraces``) cut to a line per kind of
+    thread: its name, the call it waits in, and the nearest frames that say
+    whose code it is, threads with the same line counted once. A hang's
+    report ends with this, so a log that keeps only its tail still shows
+    every thread."""
+    threads: list[tuple[str, list[str]]] = []
+    for line in backtraces.splitlines():
+        head = _THREAD_HEAD.match(line)
+        if head:
+            threads.append((head.group(2) or "?", []))
+            continue
+        frame = _FRAME_NAME.match(line.strip())
+        if frame and threads:
+            threads[-1][1].append(frame.group(1))
+    counts: dict[str, int] = {}
+    for name, names in threads:
+        if not names:
+            continue
+        telling = [f for f in names[1:]
+                   if f not in _NOISE_NAMES and not f.startswith(_NOISE_PREFIXES)][:frames]
+        key = f'"{name}" in {names[0]}' + ("".join(f" < {f}" for f in telling))
+        counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return "(no threads read)\n"
+    return "".join(f"  {n} x {key}\n" if n > 1 else f"  {key}\n" for key, n in counts.items())
+
+
+def process_state(pid: int) -> str:
+    """The state letter /proc gives ``pid`` (R, S, D, Z...), or "gone"."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("utf-8", "replace")
+    except OSError:
+        return "gone"
+    fields = stat[stat.rfind(")") + 2:].split()
+    return fields[0] if fields else "?"

@@ -7,6 +7,7 @@ it ends the run with its name and stacks instead of hanging it."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -114,6 +115,12 @@ def test_a_hang_past_the_timeout_ends_the_run_with_its_stacks(tmp_path):
     assert "native stacks of every thread of this process" in out
     assert "clock_nanosleep" in out or "select" in out, out[-4000:]  # native frames
     assert "Thread 300 " in out, out[-4000:]  # every thread, the whole report
+    # It ends with a summary that a log keeping only its last kilobytes still
+    # shows: the test, its Python frames and every thread, alike ones counted.
+    tail = out[out.rindex("HANG SUMMARY"):]
+    assert "test_blocked_outside_python" in tail and "time.sleep(600)" in tail, tail
+    assert re.search(r"^  3\d\d x \"[^\"]*\" in ", tail, re.M), tail
+    assert len(tail) < 4000, tail
 
 
 def test_a_debugger_that_hangs_is_stopped(tmp_path):
