@@ -185,13 +185,16 @@ _NOISE_PREFIXES = ("__futex", "futex_", "__GI___futex", "do_futex_wait", "__new_
                    "_Py", "Py", "method_vectorcall", "cfunction_", "slot_tp_", "do_call_core",
                    "run_mod", "run_eval_code_obj", "pymain_", "builtin_", "partial_", "call_",
                    "object_vacall", "vectorcall_", "thread_run", "pythread_wrapper", "t_bootstrap",
-                   "bounded_lock_grab", "lock_PyThread", "acquire_timed", "take_gil", "drop_gil")
+                   "bounded_lock_grab", "lock_PyThread", "acquire_timed", "drop_gil")
 _NOISE_NAMES = ("main", "??")
+# Kept although they look like the interpreter's plumbing: a thread that
+# waits for the GIL says so.
+_TELLING_NAMES = ("take_gil", "PyGILState_Ensure", "PyEval_RestoreThread", "PyEval_AcquireThread")
 _FRAME_NAME = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+?)(?: \(|$)")
 _THREAD_HEAD = re.compile(r'^Thread \d+ \(Thread 0x[0-9a-f]+ \(LWP (\d+)\)(?: "([^"]*)")?\)')
 
 
-def summarize(backtraces: str, frames: int = 5) -> str:
+def summarize(backtraces: str, frames: int = 7) -> str:
     """Debugger output (``native_backtraces``) cut to a line per kind of
     thread: its name, the call it waits in, and the nearest frames that say
     whose code it is, threads with the same line counted once. A hang's
@@ -210,8 +213,8 @@ def summarize(backtraces: str, frames: int = 5) -> str:
     for name, names in threads:
         if not names:
             continue
-        telling = [f for f in names[1:]
-                   if f not in _NOISE_NAMES and not f.startswith(_NOISE_PREFIXES)][:frames]
+        telling = [f for f in names[1:] if f in _TELLING_NAMES or (
+            f not in _NOISE_NAMES and not f.startswith(_NOISE_PREFIXES))][:frames]
         key = f'"{name}" in {names[0]}' + ("".join(f" < {f}" for f in telling))
         counts[key] = counts.get(key, 0) + 1
     if not counts:

@@ -27,6 +27,13 @@ Thread 2 (Thread 0x7f00000a3000 (LWP 102) "worker"):
 #2  0x00007f0000007777 in pool_loop () from /x/libpool.so
 #3  0x00007f0000004444 in start_thread (arg=...) at ./nptl/pthread_create.c:442
 
+Thread 5 (Thread 0x7f00000a5000 (LWP 105) "backend"):
+#0  __futex_abstimed_wait_common64 (private=..., cancel=...) at ./nptl/futex-internal.c:57
+#1  0x00007f000000c111 in take_gil (tstate=...) at Python/ceval_gil.c:331
+#2  0x00007f000000c222 in PyEval_RestoreThread (tstate=...) at Python/ceval_gil.c:533
+#3  0x00007f000000c333 in PyGILState_Ensure () at Python/pystate.c:1728
+#4  0x00007f000000c444 in inprocess::InProcess::ModelInitialize(tb::Model&) () from /x/libin.so
+
 Thread 1 (Thread 0x7f00000a4000 (LWP 101) "python"):
 #0  0x00007f0000008888 in __GI___clock_nanosleep (clock_id=...) at ../sysdeps/unix/sysv/linux/clock_nanosleep.c:48
 #1  0x00007f0000009999 in pysleep (timeout=...) at ./Modules/timemodule.c:2159
@@ -36,12 +43,14 @@ Thread 1 (Thread 0x7f00000a4000 (LWP 101) "python"):
 
 
 def test_each_kind_of_thread_is_a_line_naming_whose_code_waits():
-    lines = summarize(BACKTRACES).splitlines()
+    lines = summarize(BACKTRACES).splitlines()  # a thread waiting for the GIL says so
     assert lines == [
         '  "loader" in __futex_abstimed_wait_common64'
         " < triton::backend::python::StubLauncher::Launch()"
         " < triton::backend::python::ModelState::Create(...)",
         '  2 x "worker" in __futex_abstimed_wait_common64 < pool_loop',
+        '  "backend" in __futex_abstimed_wait_common64 < take_gil < PyEval_RestoreThread'
+        " < PyGILState_Ensure < inprocess::InProcess::ModelInitialize(tb::Model&)",
         '  "python" in __GI___clock_nanosleep < pysleep',
     ]
 
