@@ -546,6 +546,86 @@ print("inprocess libraries mapped:", len(mapped))
 """
 
 
+CROSS_DEVICE = r"""
+import errno, hashlib, os, shutil, sys
+import numpy as np
+import tritonserver
+
+from tritonserver._core.runtime_dirs import PREFIX
+
+# The package on another file system than the temporary directory (a tmpfs
+# /tmp): no hard link from the package's files into the folders made there,
+# hard links between those folders.
+real_link = os.link
+def cross_device(src, dst, *args, **kwargs):
+    if PREFIX not in os.path.realpath(src):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+    return real_link(src, dst, *args, **kwargs)
+os.link = cross_device
+
+repo, backends = sys.argv[1], sys.argv[2]
+# A server that lives throughout keeps the core's backends (one per library
+# path) loaded, as a long-lived server of an application does.
+keeper = tritonserver.Server(model_repository=sys.argv[3], python_backend="inprocess",
+                             log_error=True, exit_timeout=10).start(wait_until_ready=True,
+                                                                   timeout=60)
+for i in range(4):  # a backend folder of its own for each server
+    own = f"{backends}_{i}"
+    shutil.copytree(backends, own)
+    server = tritonserver.Server(model_repository=repo, backend_directory=own,
+                                 python_backend="stub", log_error=True,
+                                 exit_timeout=10).start(wait_until_ready=True, timeout=60)
+    for name in ("chosen", "by_backend", "on_stub"):
+        response = next(server.model(name).infer(inputs={"X": np.ones(1, np.float32)}))
+        assert np.from_dlpack(response.outputs["Y"]).tolist() == [2.0]
+    server.stop()
+
+with open("/proc/self/maps") as maps:
+    paths = {line.split(None, 5)[-1].strip() for line in maps}
+keeper.stop()
+files = {}
+for path in paths:
+    if os.path.basename(path).startswith("libtriton_python") and os.path.isfile(path):
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        st = os.stat(path)
+        files.setdefault(digest, set()).add((st.st_dev, st.st_ino))
+print("python backend libraries:", len(files), "loaded as", sorted(len(v) for v in files.values()))
+"""
+
+
+def test_a_package_on_another_file_system_loads_each_library_once(tmp_path):
+    """A temporary directory on another file system than the package
+    (CI's, and a tmpfs /tmp): the python/ folder of each server's backend
+    folder holds the libraries themselves, and each is this process's one
+    copy, hard-linked. With a copy per folder, each server with a backend
+    folder of its own loaded one more instance of the python backend's
+    library, of its guard and of the in-process forwarder, for good."""
+    repo, backends = tmp_path / "repo", tmp_path / "backends"
+    _model(repo, "on_stub", PLAIN_DOUBLE, DOUBLE_CONFIG)
+    _model(repo, "chosen", PLAIN_DOUBLE, DOUBLE_CONFIG + 'runtime: "libtriton_python_inprocess.so"\n')
+    (backends / "doubling").mkdir(parents=True)
+    (backends / "doubling" / "model.py").write_text(textwrap.dedent(PLAIN_DOUBLE))
+    (repo / "by_backend" / "1").mkdir(parents=True)
+    (repo / "by_backend" / "config.pbtxt").write_text(
+        'backend: "doubling"\n' + IO.format(i="X", o="Y", t="TYPE_FP32") + DOUBLE_CONFIG)
+    from tritonserver._core import stub_environment
+    from tritonserver._runtime import ensure_core_loaded
+
+    if not stub_environment(ensure_core_loaded()).usable:
+        pytest.skip("no python-backend stub for this Python here")
+    import subprocess
+    import sys
+
+    kept = tmp_path / "kept"
+    _model(kept, "double", PLAIN_DOUBLE, DOUBLE_CONFIG)
+    done = subprocess.run([sys.executable, "-c", CROSS_DEVICE, str(repo), str(backends), str(kept)],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    # The guard, the python backend's library and the forwarder: once each.
+    assert "python backend libraries: 3 loaded as [1, 1, 1]" in done.stdout, done.stdout
+
+
 def test_copied_libraries_still_load_the_inprocess_backend_once(tmp_path):
     """Where the backend folder cannot hard-link the package's files (a
     temporary directory on another file system), its python/ libraries are

@@ -12,7 +12,9 @@ The core is given one ``--backend-directory``; ours is a temporary folder with:
   backend (``<name>/model.py``) named as one of the package's backends is
   the user's (the core would prefer the package's library beside it);
 * ``python/`` with the python backend's libraries (the files themselves:
-  hard links, else copies), the core's as
+  hard links to the package's, or, where the temporary directory is on
+  another file system, to the one copy of each that this process's first
+  folder holds), the core's as
   ``libtriton_python_stub.so`` (with ``triton_python_backend_utils.py`` and
   the stub for the running Python; when the package has its stub guard,
   that name is the guard, which checks what a 2026 python backend checks
@@ -83,6 +85,9 @@ _owner_pid: Dict[str, int] = {}
 _lock_fds: Dict[str, int] = {}  # folder -> descriptor holding its flock
 _atexit_registered = False
 _swept = False
+# The copy a folder of this process holds of each file that could not be
+# hard-linked into it (its real path -> the copy).
+_placed: Dict[str, str] = {}
 
 
 def _drop(path: str) -> None:
@@ -94,6 +99,9 @@ def _drop(path: str) -> None:
         os.close(fd)
     for key in [k for k, p in _dirs.items() if p == path]:
         del _dirs[key]
+    inside = os.path.join(path, "")
+    for real in [r for r, copy in _placed.items() if copy.startswith(inside)]:
+        del _placed[real]
 
 
 def _cleanup() -> None:
@@ -197,15 +205,33 @@ def _link(src: str, dst: str) -> None:
 
 
 def _place(src: str, dst: str) -> None:
-    """``dst``, the file ``src`` itself inside the folder (a hard link, else
-    a copy), not a symbolic link: the core refuses a backend library that
-    a model's ``runtime`` names, or that a python-based backend runs on,
-    when its real path leaves the backend's folder. A hard link is the
-    same file, so the library is loaded once whichever name opens it."""
+    """``dst``, the file ``src`` itself inside the folder (a hard link), not
+    a symbolic link: the core refuses a backend library that a model's
+    ``runtime`` names, or that a python-based backend runs on, when its
+    real path leaves the backend's folder. A hard link is the same file, so
+    the library is loaded once whichever name opens it (caller holds _lock).
+
+    Where ``src`` is on another file system than the temporary directory
+    (a tmpfs /tmp, as on CI machines and many desktops), the first folder
+    gets a copy and later folders a hard link to it: a copy per folder
+    would be a new library to the loader each time, and while any server
+    runs, each server with a backend folder of its own would load one more
+    instance of each for good."""
+    real = os.path.realpath(src)
     try:
-        os.link(os.path.realpath(src), dst)
+        os.link(real, dst)
+        return
     except OSError:
-        shutil.copy2(os.path.realpath(src), dst)
+        pass
+    placed = _placed.get(real)
+    if placed is not None and os.path.isfile(placed):
+        try:
+            os.link(placed, dst)
+            return
+        except OSError:  # no hard links in the temporary directory at all
+            pass
+    shutil.copy2(real, dst)
+    _placed[real] = dst
 
 
 def _backend_library(folder: str, name: str) -> bool:
