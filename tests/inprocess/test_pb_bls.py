@@ -393,12 +393,13 @@ def test_the_option_is_checked():
         tritonserver.Server(model_repository="/nonexistent", python_backend="elsewhere").start()
 
 
-def test_a_model_picks_its_runtime_and_python_based_backends_run_in_process(tmp_path):
-    """The server's default is the stub; one model asks for in-process with
-    runtime, and a python-based backend (<backends>/<name>/model.py) serves
-    a model that names it."""
+def _runtimes_repo(tmp_path, on_stub: bool = True) -> tuple:
+    """A repository with a model on each python runtime: "on_stub" (the
+    default's), "chosen" (in-process by its runtime) and "by_backend" (on a
+    python-based backend of the backends folder); (repo, backends)."""
     repo, backends = tmp_path / "repo", tmp_path / "backends"
-    _model(repo, "on_stub", PLAIN_DOUBLE, DOUBLE_CONFIG)
+    if on_stub:
+        _model(repo, "on_stub", PLAIN_DOUBLE, DOUBLE_CONFIG)
     _model(repo, "chosen", PLAIN_DOUBLE,
            DOUBLE_CONFIG + 'runtime: "libtriton_python_inprocess.so"\n')
     (backends / "doubling").mkdir(parents=True)
@@ -406,6 +407,14 @@ def test_a_model_picks_its_runtime_and_python_based_backends_run_in_process(tmp_
     (repo / "by_backend" / "1").mkdir(parents=True)
     (repo / "by_backend" / "config.pbtxt").write_text(
         'backend: "doubling"\n' + IO.format(i="X", o="Y", t="TYPE_FP32") + DOUBLE_CONFIG)
+    return repo, backends
+
+
+def test_a_model_picks_its_runtime_and_python_based_backends_run_in_process(tmp_path):
+    """The server's default is the stub; one model asks for in-process with
+    runtime, and a python-based backend (<backends>/<name>/model.py) serves
+    a model that names it."""
+    repo, backends = _runtimes_repo(tmp_path)
     from tritonserver._core import stub_environment
     from tritonserver._runtime import ensure_core_loaded
 
@@ -601,14 +610,7 @@ def test_a_package_on_another_file_system_loads_each_library_once(tmp_path):
     copy, hard-linked. With a copy per folder, each server with a backend
     folder of its own loaded one more instance of the python backend's
     library, of its guard and of the in-process forwarder, for good."""
-    repo, backends = tmp_path / "repo", tmp_path / "backends"
-    _model(repo, "on_stub", PLAIN_DOUBLE, DOUBLE_CONFIG)
-    _model(repo, "chosen", PLAIN_DOUBLE, DOUBLE_CONFIG + 'runtime: "libtriton_python_inprocess.so"\n')
-    (backends / "doubling").mkdir(parents=True)
-    (backends / "doubling" / "model.py").write_text(textwrap.dedent(PLAIN_DOUBLE))
-    (repo / "by_backend" / "1").mkdir(parents=True)
-    (repo / "by_backend" / "config.pbtxt").write_text(
-        'backend: "doubling"\n' + IO.format(i="X", o="Y", t="TYPE_FP32") + DOUBLE_CONFIG)
+    repo, backends = _runtimes_repo(tmp_path)
     from tritonserver._core import stub_environment
     from tritonserver._runtime import ensure_core_loaded
 
@@ -632,13 +634,7 @@ def test_copied_libraries_still_load_the_inprocess_backend_once(tmp_path):
     copies: servers one after another, on both defaults, with a model on
     the in-process runtime and a python-based backend, still share the one
     inprocess library (a second copy of it broke the process)."""
-    repo, backends = tmp_path / "repo", tmp_path / "backends"
-    _model(repo, "chosen", PLAIN_DOUBLE, DOUBLE_CONFIG + 'runtime: "libtriton_python_inprocess.so"\n')
-    (backends / "doubling").mkdir(parents=True)
-    (backends / "doubling" / "model.py").write_text(textwrap.dedent(PLAIN_DOUBLE))
-    (repo / "by_backend" / "1").mkdir(parents=True)
-    (repo / "by_backend" / "config.pbtxt").write_text(
-        'backend: "doubling"\n' + IO.format(i="X", o="Y", t="TYPE_FP32") + DOUBLE_CONFIG)
+    repo, backends = _runtimes_repo(tmp_path, on_stub=False)
     import subprocess
     import sys
 
