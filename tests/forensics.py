@@ -144,12 +144,32 @@ def summary(test: str, limit: float, main_stack: list[str], own: str,
              "".join(main_stack[-8:]),
              f"tests: threads of this process ({os.getpid()}), native, "
              "[count x] \"name\" in <call> < <callers>:\n",
-             _crash_report.summarize(own)]
+             _crash_report.summarize(own),
+             "tests: Python threads of this process, innermost frames last:\n",
+             python_threads()]
     for child, state, line, stacks in children:
         parts.append(f"tests: child {child} [{state}] {line[:160]}:\n")
         parts.append(_crash_report.summarize(stacks))
     parts.append(f"tests: end of the hang report; the run ends (status {HANG_EXIT_STATUS}).\n")
     return "".join(parts)
+
+
+def python_threads(frames: int = 3) -> str:
+    """A line per place where Python threads (other than the main one and
+    this) are: their innermost frames (file:line function), how many wait
+    there and the first one's name."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    skip = {threading.main_thread().ident, threading.get_ident()}
+    places: dict[str, list[str]] = {}
+    for ident, frame in sys._current_frames().items():
+        if ident not in skip:
+            where = " > ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
+                               for f in traceback.extract_stack(frame)[-frames:])
+            places.setdefault(where, []).append(str(names.get(ident, ident)))
+    if not places:
+        return "  (none)\n"
+    return "".join(f"  {len(n)} x {n[0]}...: {where}\n" if len(n) > 1 else f"  {n[0]}: {where}\n"
+                   for where, n in places.items())
 
 
 def timeout_of(item: Any) -> float:

@@ -120,6 +120,7 @@ def test_a_hang_past_the_timeout_ends_the_run_with_its_stacks(tmp_path):
     tail = out[out.rindex("HANG SUMMARY"):]
     assert "test_blocked_outside_python" in tail and "time.sleep(600)" in tail, tail
     assert re.search(r"^  3\d\d x \"[^\"]*\" in ", tail, re.M), tail
+    assert re.search(r"^  3\d\d x Thread-\d+ \(wait\)\.\.\.: .*threading.py:\d+ wait$", tail, re.M), tail
     assert len(tail) < 4000, tail
 
 
