@@ -113,7 +113,8 @@ class Watchdog:
         except Exception as e:  # the capture may be off (-s) or busy
             self._say(f"tests: no captured output ({type(e).__name__}: {e})\n")
         # The main thread first: faulthandler lists the newest 100 threads only.
-        main = sys._current_frames().get(threading.main_thread().ident)
+        ident = threading.main_thread().ident
+        main = sys._current_frames().get(ident) if ident is not None else None
         main_stack = traceback.format_stack(main) if main is not None else []
         if main_stack:
             self._say("tests: Python stack of the main thread (most recent call last):\n"
