@@ -104,6 +104,7 @@ class Watchdog:
                   "timeout, which did not fire (the main thread is blocked outside Python). "
                   "What it was doing follows; then the run ends "
                   f"(status {HANG_EXIT_STATUS}).\n")
+        err = ""
         try:
             capture = self._config.pluginmanager.getplugin("capturemanager")
             out, err = capture.read_global_capture()
@@ -132,15 +133,19 @@ class Watchdog:
             stacks = _crash_report.native_backtraces(child)
             self._say(stacks)
             children.append((child, state, line, stacks))
-        self._say(summary(test, limit, main_stack, own, children))
+        self._say(summary(test, limit, main_stack, own, children, err))
 
 
 def summary(test: str, limit: float, main_stack: list[str], own: str,
-            children: list[tuple[int, str, str, str]]) -> str:
-    """The end of a hang report: every thread of every process in a line or
-    two, so that a log that keeps only its last few kilobytes (a CI page)
-    still shows who waits where."""
+            children: list[tuple[int, str, str, str]], log: str = "") -> str:
+    """The end of a hang report: the last lines of the server's log and
+    every thread of every process in a line or two, so that a log that
+    keeps only its last few kilobytes (a CI page) still shows who waits
+    where."""
+    last = log.splitlines()[-12:]
     parts = [f"\ntests: HANG SUMMARY: {test}, blocked past {limit:.0f} s\n",
+             "tests: the last lines of its captured stderr (the server's log):\n",
+             "".join(f"  {line[:300]}\n" for line in last) or "  (none)\n",
              "tests: main thread, Python (innermost last):\n",
              "".join(main_stack[-8:]),
              f"tests: threads of this process ({os.getpid()}), native, "

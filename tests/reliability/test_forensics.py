@@ -119,6 +119,7 @@ def test_a_hang_past_the_timeout_ends_the_run_with_its_stacks(tmp_path):
     # shows: the test, its Python frames and every thread, alike ones counted.
     tail = out[out.rindex("HANG SUMMARY"):]
     assert "test_blocked_outside_python" in tail and "time.sleep(600)" in tail, tail
+    assert "an error line of the server" in tail, tail
     assert re.search(r"^  3\d\d x \"[^\"]*\" in ", tail, re.M), tail
     assert re.search(r"^  3\d\d x Thread-\d+ \(wait\)\.\.\.: .*threading.py:\d+ wait$", tail, re.M), tail
     assert len(tail) < 4000, tail
