@@ -25,8 +25,9 @@ output [{{ name: "{o}" data_type: {t} dims: [-1] }}]
 """
 
 
-def _model(repo, name: str, source: str, config: str = "", io: tuple = ("X", "Y", "TYPE_FP32"),
-           backend: str = "python") -> None:
+def python_model(repo, name: str, source: str, config: str = "",
+                 io: tuple = ("X", "Y", "TYPE_FP32"),
+                 backend: str = "python") -> None:
     folder = repo / name
     (folder / "1").mkdir(parents=True)
     (folder / "1" / "model.py").write_text(textwrap.dedent(source))
@@ -275,13 +276,13 @@ METRICS_CONFIG = 'output [{ name: "ERRORS" data_type: TYPE_STRING dims: [-1] }]\
 @pytest.fixture(scope="module")
 def bls_server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("pb_bls_repo")
-    _model(repo, "double", DOUBLE, DOUBLE_CONFIG)
-    _model(repo, "repeat", REPEAT, REPEAT_CONFIG, io=("N", "I", "TYPE_INT32"))
-    _model(repo, "caller", CALLER, "", io=("HOW", "OUT", "TYPE_STRING"))
-    _model(repo, "async_caller", ASYNC, ASYNC_CONFIG)
-    _model(repo, "metrics", METRICS, METRICS_CONFIG)
-    _model(repo, "async_repeat", ASYNC_REPEAT, REPEAT_CONFIG, io=("N", "I", "TYPE_INT32"))
-    _model(repo, "async_iterate", ASYNC_ITERATE, "", io=("N", "I", "TYPE_INT32"))
+    python_model(repo, "double", DOUBLE, DOUBLE_CONFIG)
+    python_model(repo, "repeat", REPEAT, REPEAT_CONFIG, io=("N", "I", "TYPE_INT32"))
+    python_model(repo, "caller", CALLER, "", io=("HOW", "OUT", "TYPE_STRING"))
+    python_model(repo, "async_caller", ASYNC, ASYNC_CONFIG)
+    python_model(repo, "metrics", METRICS, METRICS_CONFIG)
+    python_model(repo, "async_repeat", ASYNC_REPEAT, REPEAT_CONFIG, io=("N", "I", "TYPE_INT32"))
+    python_model(repo, "async_iterate", ASYNC_ITERATE, "", io=("N", "I", "TYPE_INT32"))
     server = start_server(model_repository=str(repo), python_backend="inprocess",
                           model_control_mode=tritonserver.ModelControlMode.EXPLICIT,
                           startup_models=["*"])
@@ -393,14 +394,14 @@ def test_the_option_is_checked():
         tritonserver.Server(model_repository="/nonexistent", python_backend="elsewhere").start()
 
 
-def _runtimes_repo(tmp_path, on_stub: bool = True) -> tuple:
+def runtimes_repo(tmp_path, on_stub: bool = True) -> tuple:
     """A repository with a model on each python runtime: "on_stub" (the
     default's), "chosen" (in-process by its runtime) and "by_backend" (on a
     python-based backend of the backends folder); (repo, backends)."""
     repo, backends = tmp_path / "repo", tmp_path / "backends"
     if on_stub:
-        _model(repo, "on_stub", PLAIN_DOUBLE, DOUBLE_CONFIG)
-    _model(repo, "chosen", PLAIN_DOUBLE,
+        python_model(repo, "on_stub", PLAIN_DOUBLE, DOUBLE_CONFIG)
+    python_model(repo, "chosen", PLAIN_DOUBLE,
            DOUBLE_CONFIG + 'runtime: "libtriton_python_inprocess.so"\n')
     (backends / "doubling").mkdir(parents=True)
     (backends / "doubling" / "model.py").write_text(textwrap.dedent(PLAIN_DOUBLE))
@@ -414,7 +415,7 @@ def test_a_model_picks_its_runtime_and_python_based_backends_run_in_process(tmp_
     """The server's default is the stub; one model asks for in-process with
     runtime, and a python-based backend (<backends>/<name>/model.py) serves
     a model that names it."""
-    repo, backends = _runtimes_repo(tmp_path)
+    repo, backends = runtimes_repo(tmp_path)
     from tritonserver._core import stub_environment
     from tritonserver._runtime import ensure_core_loaded
 
@@ -462,7 +463,7 @@ def test_python_based_backend_in_process(tmp_path):
 
 def test_a_packed_environment_is_refused_in_process_with_what_to_do(tmp_path):
     repo = tmp_path / "repo"
-    _model(repo, "packed", PLAIN_DOUBLE, DOUBLE_CONFIG + textwrap.dedent("""
+    python_model(repo, "packed", PLAIN_DOUBLE, DOUBLE_CONFIG + textwrap.dedent("""
         parameters: { key: "EXECUTION_ENV_PATH" value: { string_value: "$$TRITON_MODEL_DIRECTORY/env.tar.gz" } }
         """))
     server = start_server(model_repository=str(repo), python_backend="inprocess",
@@ -508,7 +509,7 @@ sequence_batching { iterative_sequence: true }
 
 def test_an_iterative_sequence_reschedules_its_request(tmp_path):
     repo = tmp_path / "repo"
-    _model(repo, "iterative", ITERATIVE, ITERATIVE_CONFIG, io=("N", "I", "TYPE_INT32"))
+    python_model(repo, "iterative", ITERATIVE, ITERATIVE_CONFIG, io=("N", "I", "TYPE_INT32"))
     server = start_server(model_repository=str(repo), python_backend="inprocess")
     try:
         # As Triton's QA sends it (request_rescheduling): no sequence id, no flags.
@@ -610,7 +611,7 @@ def test_a_package_on_another_file_system_loads_each_library_once(tmp_path):
     copy, hard-linked. With a copy per folder, each server with a backend
     folder of its own loaded one more instance of the python backend's
     library, of its guard and of the in-process forwarder, for good."""
-    repo, backends = _runtimes_repo(tmp_path)
+    repo, backends = runtimes_repo(tmp_path)
     from tritonserver._core import stub_environment
     from tritonserver._runtime import ensure_core_loaded
 
@@ -620,7 +621,7 @@ def test_a_package_on_another_file_system_loads_each_library_once(tmp_path):
     import sys
 
     kept = tmp_path / "kept"
-    _model(kept, "double", PLAIN_DOUBLE, DOUBLE_CONFIG)
+    python_model(kept, "double", PLAIN_DOUBLE, DOUBLE_CONFIG)
     done = subprocess.run([sys.executable, "-c", CROSS_DEVICE, str(repo), str(backends), str(kept)],
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
@@ -634,7 +635,7 @@ def test_copied_libraries_still_load_the_inprocess_backend_once(tmp_path):
     copies: servers one after another, on both defaults, with a model on
     the in-process runtime and a python-based backend, still share the one
     inprocess library (a second copy of it broke the process)."""
-    repo, backends = _runtimes_repo(tmp_path, on_stub=False)
+    repo, backends = runtimes_repo(tmp_path, on_stub=False)
     import subprocess
     import sys
 

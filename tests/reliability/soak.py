@@ -46,6 +46,7 @@ import importlib.util
 import io
 import json
 import os
+import pathlib
 import queue
 import random
 import re
@@ -673,6 +674,31 @@ def load_unload_inprocess(run: Run) -> None:
     """The same model.py files run in this process (python_backend="inprocess"),
     two instances each, 10 cycles."""
     load_unload_python_backend(run, "inprocess", count=10)
+
+
+@scenario("start-python-runtimes", refusal=stub_refusal)
+def start_python_runtimes(run: Run) -> None:
+    """inprocess/test_pb_bls.py's runtime test, the start that hung twice in
+    CI: beside a server with an in-process python model that runs
+    throughout, 8 servers one after another, each with a backend folder of
+    its own, start three python models at once (on the stub, in-process by
+    its runtime, on a python-based backend), answer once each, and stop."""
+    pb_bls = tests_module("inprocess.test_pb_bls")
+    kept = run.folder("kept")
+    pb_bls.python_model(pathlib.Path(kept), "double", pb_bls.PLAIN_DOUBLE, pb_bls.DOUBLE_CONFIG)
+    keeper = run.server(model_repository=kept, python_backend="inprocess",
+                        startup_models=["double"])
+    models = ["chosen", "by_backend", "on_stub"]
+    for round_number in range(8):
+        repo, backends = pb_bls.runtimes_repo(pathlib.Path(run.folder(f"round{round_number}")))
+        server = run.server(model_repository=str(repo), backend_directory=str(backends),
+                            python_backend="stub", startup_models=models)
+        for name in models:
+            response = next(server.model(name).infer(inputs={"X": np.ones(2, np.float32)}))
+            run.checker.answer(np.from_dlpack(response.outputs["Y"]).tolist() == [2.0, 2.0],
+                               f"round {round_number}: {name}")
+        server.stop()
+    keeper.stop()
 
 
 def load_unload_framework(run: Run, key: str) -> None:
