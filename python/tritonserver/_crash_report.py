@@ -157,13 +157,8 @@ def descendants(pid: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().decode("utf-8", "replace")
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 1 and fields[1].isdigit():
+        fields = _stat_fields(int(entry))
+        if fields is not None and len(fields) > 1 and fields[1].isdigit():
             parents.setdefault(int(fields[1]), []).append(int(entry))
     found: list[int] = []
     todo = [pid]
@@ -191,7 +186,7 @@ _NOISE_NAMES = ("main", "??")
 # waits for the GIL says so.
 _TELLING_NAMES = ("take_gil", "PyGILState_Ensure", "PyEval_RestoreThread", "PyEval_AcquireThread")
 _FRAME_NAME = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+?)(?: \(|$)")
-_THREAD_HEAD = re.compile(r'^Thread \d+ \(Thread 0x[0-9a-f]+ \(LWP (\d+)\)(?: "([^"]*)")?\)')
+_THREAD_HEAD = re.compile(r'^Thread \d+ \(Thread 0x[0-9a-f]+ \(LWP \d+\)(?: "([^"]*)")?\)')
 
 
 def summarize(backtraces: str, frames: int = 7) -> str:
@@ -204,7 +199,7 @@ def summarize(backtraces: str, frames: int = 7) -> str:
     for line in backtraces.splitlines():
         head = _THREAD_HEAD.match(line)
         if head:
-            threads.append((head.group(2) or "?", []))
+            threads.append((head.group(1) or "?", []))
             continue
         frame = _FRAME_NAME.match(line.strip())
         if frame and threads:
@@ -224,10 +219,18 @@ def summarize(backtraces: str, frames: int = 7) -> str:
 
 def process_state(pid: int) -> str:
     """The state letter /proc gives ``pid`` (R, S, D, Z...), or "gone"."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return "gone"
+    return fields[0] if fields else "?"
+
+
+def _stat_fields(pid: int) -> Optional[list[str]]:
+    """The fields of /proc/<pid>/stat after the command name (state, parent
+    pid...), or None when the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read().decode("utf-8", "replace")
     except OSError:
-        return "gone"
-    fields = stat[stat.rfind(")") + 2:].split()
-    return fields[0] if fields else "?"
+        return None
+    return stat[stat.rfind(")") + 2:].split()
